@@ -1,0 +1,147 @@
+"""Number formats of the PTX matrix instructions: how the bits of each are read and written.
+
+Every element type a ``wgmma`` or ``wmma`` operand can have is described here once, as data:
+its width, its floating-point fields, and the numpy / ml_dtypes dtype that holds one value in
+a user's array.  The functions convert between user arrays and raw bit patterns; the numba
+kernels only ever see bit patterns.
+
+Sub-byte types are given one element per byte in user arrays: ``s4`` as ``int8`` in [-8, 7],
+``u4`` as ``uint8`` in [0, 15] and ``b1`` as ``bool`` or ``uint8`` in {0, 1}.  ``tf32`` is
+given as ``float32`` (or its ``uint32`` bits); the hardware ignores the low 13 bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from .errors import OperandError
+
+
+@dataclass(frozen=True)
+class Format:
+    """One PTX element type.
+
+    ``bits`` is the width of one element in memory and registers.  Floating-point formats
+    also give ``exp_bits``, ``man_bits`` (stored fraction bits), ``bias`` and whether the
+    all-ones exponent encodes infinities (``ieee_specials``; e4m3 instead has a single NaN
+    mantissa and no infinity).  ``storage`` is the unsigned integer dtype of one element's
+    bits; ``value_dtype`` the dtype of user arrays.
+    """
+
+    name: str
+    bits: int
+    kind: str  # "float", "int", "uint" or "bits"
+    storage: np.dtype
+    value_dtype: np.dtype
+    exp_bits: int = 0
+    man_bits: int = 0
+    bias: int = 0
+    ieee_specials: bool = True
+    ignored_low_bits: int = 0
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def min_exponent(self) -> int:
+        """Exponent of the smallest normal number (subnormals share it)."""
+        return 1 - self.bias
+
+    @property
+    def code(self) -> int:
+        """Small integer that names the format inside numba kernels."""
+        return FORMAT_CODES[self.name]
+
+
+def _float(name, bits, storage, value_dtype, e, m, bias, ieee=True, ignored=0):
+    return Format(name, bits, "float", np.dtype(storage), np.dtype(value_dtype), e, m, bias, ieee, ignored)
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        _float("f64", 64, np.uint64, np.float64, 11, 52, 1023),
+        _float("f32", 32, np.uint32, np.float32, 8, 23, 127),
+        _float("tf32", 32, np.uint32, np.float32, 8, 10, 127, ignored=13),
+        _float("f16", 16, np.uint16, np.float16, 5, 10, 15),
+        _float("bf16", 16, np.uint16, ml_dtypes.bfloat16, 8, 7, 127),
+        _float("e4m3", 8, np.uint8, ml_dtypes.float8_e4m3fn, 4, 3, 7, ieee=False),
+        _float("e5m2", 8, np.uint8, ml_dtypes.float8_e5m2, 5, 2, 15),
+        Format("s32", 32, "int", np.dtype(np.uint32), np.dtype(np.int32)),
+        Format("s8", 8, "int", np.dtype(np.uint8), np.dtype(np.int8)),
+        Format("u8", 8, "uint", np.dtype(np.uint8), np.dtype(np.uint8)),
+        Format("s4", 4, "int", np.dtype(np.uint8), np.dtype(np.int8)),
+        Format("u4", 4, "uint", np.dtype(np.uint8), np.dtype(np.uint8)),
+        Format("b1", 1, "bits", np.dtype(np.uint8), np.dtype(np.uint8)),
+    )
+}
+
+FORMAT_CODES = {name: i for i, name in enumerate(FORMATS)}
+
+
+def get_format(name: str) -> Format:
+    """The :class:`Format` called ``name`` (a PTX type without its dot, e.g. ``"bf16"``)."""
+    try:
+        return FORMATS[name.lstrip(".")]
+    except KeyError:
+        raise OperandError(f"unknown element type {name!r}; known: {', '.join(FORMATS)}") from None
+
+
+def _int_range(fmt: Format) -> tuple[int, int]:
+    if fmt.kind == "int":
+        return -(1 << (fmt.bits - 1)), (1 << (fmt.bits - 1)) - 1
+    return 0, (1 << fmt.bits) - 1
+
+
+def to_bits(values, fmt: Format | str, name: str = "operand") -> np.ndarray:
+    """Raw bit patterns (``fmt.storage`` dtype) of a user array of ``fmt`` values.
+
+    Accepts an array of ``fmt.value_dtype``, or of ``fmt.storage`` holding the bits
+    already.  Sub-byte integers are range-checked.  Raises :class:`OperandError` for any
+    other dtype, naming ``name``.
+    """
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    arr = np.asarray(values)
+    if fmt.is_float:
+        if arr.dtype == fmt.value_dtype or (fmt.bits == 32 and arr.dtype == np.float32):
+            return np.ascontiguousarray(arr).view(fmt.storage)
+        if arr.dtype == fmt.storage:
+            return np.ascontiguousarray(arr)
+        raise OperandError(
+            f"{name} must hold {fmt.name} values: dtype {fmt.value_dtype} (or its raw bits as "
+            f"{fmt.storage}), got dtype {arr.dtype}"
+        )
+    if fmt.name == "b1" and arr.dtype == np.bool_:
+        return arr.astype(np.uint8)
+    if arr.dtype.kind not in "iub":
+        raise OperandError(f"{name} must hold {fmt.name} integers, got dtype {arr.dtype}")
+    if fmt.bits >= 8 and arr.dtype not in (fmt.value_dtype, fmt.storage):
+        raise OperandError(
+            f"{name} must hold {fmt.name} values: dtype {fmt.value_dtype} (or raw bits as "
+            f"{fmt.storage}), got dtype {arr.dtype}"
+        )
+    if fmt.bits < 8:
+        lo, hi = _int_range(fmt)
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise OperandError(
+                f"{name} holds {fmt.name} values, which must lie in [{lo}, {hi}]; "
+                f"got values in [{arr.min()}, {arr.max()}]"
+            )
+        return (arr.astype(np.int64) & ((1 << fmt.bits) - 1)).astype(np.uint8)
+    return np.ascontiguousarray(arr).view(fmt.storage)
+
+
+def from_bits(bits, fmt: Format | str) -> np.ndarray:
+    """User-facing values (``fmt.value_dtype``) of raw bit patterns."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    bits = np.asarray(bits)
+    if fmt.bits < 8:
+        v = bits.astype(np.int16) & ((1 << fmt.bits) - 1)
+        if fmt.kind == "int":
+            v = np.where(v >= (1 << (fmt.bits - 1)), v - (1 << fmt.bits), v)
+        return v.astype(fmt.value_dtype)
+    return np.ascontiguousarray(bits.astype(fmt.storage, copy=False)).view(fmt.value_dtype)
