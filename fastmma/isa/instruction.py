@@ -1,0 +1,198 @@
+"""Immutable instruction objects: what a parsed wgmma / wmma statement says.
+
+An instruction knows its qualifiers, its operands (when the text had them), its fragment
+sizes and its numerics rule.  It knows nothing of registers' contents or memory: executing
+it is the job of ``fastmma.wmma``, ``fastmma.wgmma`` and ``fastmma.warpgroup``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import numerics, tables
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``.mMnNkK``."""
+
+    m: int
+    n: int
+    k: int
+
+    def __str__(self) -> str:
+        return f"m{self.m}n{self.n}k{self.k}"
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand as written.
+
+    ``kind`` is ``"reg"`` (a register or predicate name, maybe negated with ``!``),
+    ``"imm"`` (an integer literal), ``"vector"`` (a brace-enclosed register list) or
+    ``"address"`` (``[reg]``, ``[reg+imm]`` or ``[imm]``).
+    """
+
+    kind: str
+    text: str
+    name: str | None = None
+    value: int | None = None
+    regs: tuple[str, ...] = ()
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """Base of every parsed statement: its opcode, source text and operands (or ``None``
+    when the text gave qualifiers only)."""
+
+    opcode: str
+    text: str = field(default="", compare=False)
+    operands: tuple[Operand, ...] | None = field(default=None, compare=False)
+
+    family = ""
+
+    def __str__(self) -> str:
+        return self.text or self.opcode
+
+
+@dataclass(frozen=True)
+class WgmmaFence(Instruction):
+    family = "wgmma"
+
+
+@dataclass(frozen=True)
+class WgmmaCommitGroup(Instruction):
+    family = "wgmma"
+
+
+@dataclass(frozen=True)
+class WgmmaWaitGroup(Instruction):
+    """``wgmma.wait_group N``: wait until at most ``n`` groups are pending."""
+
+    n: int = 0
+    family = "wgmma"
+
+
+@dataclass(frozen=True)
+class WgmmaMmaAsync(Instruction):
+    """``wgmma.mma_async``: D (64×N) = A (64×K) · B (K×N) + D, across a warpgroup.
+
+    ``a_source`` is ``"desc"`` or ``"reg"`` (``None`` when the text had no operands).
+    ``imm_scale_a/b`` (±1) negate A/B; ``imm_trans_a/b`` (0/1) read A/B MN-major from
+    shared memory.  ``scale_d`` is the scale-d operand (predicate or immediate) or None.
+    """
+
+    shape: Shape = Shape(64, 8, 16)
+    dtype: str = "f32"
+    atype: str = "f16"
+    btype: str = "f16"
+    satfinite: bool = False
+    op: str | None = None
+    a_source: str | None = None
+    scale_d: Operand | None = field(default=None, compare=False)
+    imm_scale_a: int = 1
+    imm_scale_b: int = 1
+    imm_trans_a: int = 0
+    imm_trans_b: int = 0
+    family = "wgmma"
+
+    @property
+    def ctype(self) -> str:
+        return self.dtype
+
+    @property
+    def a_regs(self) -> int:
+        """Registers per thread of the A fragment (always 4)."""
+        return 4
+
+    @property
+    def d_regs(self) -> int:
+        """Registers per thread of the accumulator: N/4 packed f16x2, else N/2."""
+        return self.shape.n // 4 if self.dtype == "f16" else self.shape.n // 2
+
+    @property
+    def rule(self):
+        return numerics.wgmma_rule(self.atype, self.dtype, self.shape.k, self.satfinite, self.op)
+
+    def with_operands(self, **immediates) -> "WgmmaMmaAsync":
+        """A copy with other immediates (``imm_scale_a=-1``, ...)."""
+        from dataclasses import replace
+
+        return replace(self, **immediates)
+
+
+@dataclass(frozen=True)
+class WmmaLoad(Instruction):
+    """``wmma.load.{a,b,c}``: one fragment from memory, ``stride`` in elements."""
+
+    matrix: str = "a"
+    layout: str = "row"
+    shape: Shape = Shape(16, 16, 16)
+    state_space: str | None = None
+    type: str = "f16"
+    family = "wmma"
+
+    @property
+    def regs(self) -> int:
+        return tables.wmma_fragment_regs(self.matrix, str(self.shape), self.type)
+
+    @property
+    def words(self) -> int:
+        """32-bit words per thread (an f64 register is two words)."""
+        return self.regs * (2 if self.type == "f64" else 1)
+
+
+@dataclass(frozen=True)
+class WmmaStore(Instruction):
+    """``wmma.store.d``: the D fragment to memory."""
+
+    layout: str = "row"
+    shape: Shape = Shape(16, 16, 16)
+    state_space: str | None = None
+    type: str = "f32"
+    family = "wmma"
+
+    @property
+    def matrix(self) -> str:
+        return "d"
+
+    @property
+    def regs(self) -> int:
+        return tables.wmma_fragment_regs("d", str(self.shape), self.type)
+
+    @property
+    def words(self) -> int:
+        return self.regs * (2 if self.type == "f64" else 1)
+
+
+@dataclass(frozen=True)
+class WmmaMma(Instruction):
+    """``wmma.mma``: D = A · B + C across a warp, on fragments."""
+
+    alayout: str = "row"
+    blayout: str = "col"
+    shape: Shape = Shape(16, 16, 16)
+    dtype: str = "f32"
+    atype: str = "f16"
+    btype: str = "f16"
+    ctype: str = "f32"
+    satfinite: bool = False
+    rounding: str | None = None
+    op: str | None = None
+    family = "wmma"
+
+    @property
+    def rule(self):
+        return numerics.wmma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
+                                  self.op, self.rounding)
+
+    def fragment_regs(self, matrix: str) -> int:
+        elem = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[matrix]
+        return tables.wmma_fragment_regs(matrix, str(self.shape), elem)
+
+    def fragment_words(self, matrix: str) -> int:
+        return self.fragment_regs(matrix) * (2 if self.atype == "f64" else 1)

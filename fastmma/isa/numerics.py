@@ -1,0 +1,111 @@
+"""How each instruction combines numbers on sm_90a, as data the kernels read.
+
+The PTX ISA leaves the order, rounding and subnormal handling of the tensor-core sums
+unspecified ("Precision and rounding" under wgmma.mma_async and wmma.mma); the H100
+recordings in tests/golden decide.  A rule names the mechanism (one kernel module each in
+``fastmma.kernels``) and its parameters; the mechanism itself lives in the kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FusedDotRule:
+    """Aligned-and-truncated fused sum of ``group`` products plus C (``kernels.fused_dot``).
+
+    ``frac_bits`` fraction bits are kept below the largest exponent of a group; zero terms
+    count with exponent ``e_zero``; each group's exact sum is rounded to the accumulator
+    with ``out_man_bits`` fraction bits, toward zero (``"rz"``) or to nearest even
+    (``"rne"``).
+    """
+
+    group: int
+    frac_bits: int
+    e_zero: int
+    out_man_bits: int
+    rounding: str
+
+    def describe(self) -> str:
+        rnd = "toward zero" if self.rounding == "rz" else "to nearest even"
+        return (
+            f"exact products; C plus {self.group} products summed at once, each term truncated "
+            f"to {self.frac_bits} fraction bits below the largest exponent of the group (zero "
+            f"terms count as 2^{self.e_zero}); the sum rounded {rnd} to {self.out_man_bits} "
+            f"fraction bits; NaN results canonical, exact zeros +0"
+        )
+
+
+@dataclass(frozen=True)
+class IntDotRule:
+    """Exact integer dot product plus C, wrapped to s32 or clamped (``.satfinite``) once per
+    ``group`` terms (``kernels.int_dot``)."""
+
+    group: int
+    satfinite: bool
+
+    def describe(self) -> str:
+        end = "clamped to [-2^31, 2^31-1]" if self.satfinite else "wrapped modulo 2^32"
+        return f"exact integer sum of C and {self.group} products, {end}"
+
+
+@dataclass(frozen=True)
+class PopcRule:
+    """C plus the population count of ``a op b`` over k, wrapped modulo 2^32."""
+
+    op: str
+    group: int
+
+    def describe(self) -> str:
+        return f"C + popc(a {self.op.upper()} b) over k = {self.group}, wrapped modulo 2^32"
+
+
+@dataclass(frozen=True)
+class FmaChainRule:
+    """A chain of f64 fused multiply-adds over k = 0..K-1 starting from C, each rounded
+    ``rounding`` (``kernels.fma64``)."""
+
+    rounding: str
+
+    def describe(self) -> str:
+        return f"fma chain over k in increasing order starting from C, each step rounded .{self.rounding}"
+
+
+_FP8 = ("e4m3", "e5m2")
+
+
+def float_rule(atype: str, ctype: str, dtype: str, group: int) -> FusedDotRule:
+    """The Hopper tensor core's rule for float inputs (recorded on the H100).
+
+    fp8 inputs keep 13 fraction bits per term, others 25; an f32 result keeps 13 fraction
+    bits for fp8 inputs.  The sum runs in the f16 mode (zero terms at 2^-21) only when both
+    C and D are f16; otherwise in the f32 mode (2^-133), rounded to f16 at the end where D
+    is f16.
+    """
+    frac_bits = 13 if atype in _FP8 else 25
+    e_zero = -21 if (ctype == "f16" and dtype == "f16") else -133
+    if dtype == "f16":
+        return FusedDotRule(group, frac_bits, e_zero, 10, "rne")
+    return FusedDotRule(group, frac_bits, e_zero, 13 if atype in _FP8 else 23, "rz")
+
+
+def wgmma_rule(atype: str, dtype: str, k: int, satfinite: bool, op: str | None):
+    if atype == "b1":
+        return PopcRule(op or "and", k)
+    if atype in ("s8", "u8"):
+        return IntDotRule(k, satfinite)
+    return float_rule(atype, dtype, dtype, k)
+
+
+def wmma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
+              rounding: str | None):
+    if atype == "f64":
+        return FmaChainRule(rounding or "rn")
+    if atype == "b1":
+        return PopcRule(op, k)
+    if atype in ("s8", "u8", "s4", "u4"):
+        return IntDotRule(k, satfinite)
+    # wmma tf32 m16n16k8 runs as two fused steps of k = 4 (recorded)
+    group = 4 if atype == "tf32" else k
+    return float_rule(atype, ctype, dtype, group)

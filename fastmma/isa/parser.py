@@ -1,0 +1,499 @@
+"""Instruction text -> instruction object, validated against the ISA's tables.
+
+Accepts one statement such as ``wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {...},
+desc_a, desc_b, p, 1, 1, 0, 0;``, with or without ``.sync.aligned``, with or without
+operands, with or without the final ``;``.  Qualifiers may come in any order, as ptxas
+accepts them (nvcc itself writes ``.s32.s8.s8.satfinite`` where the ISA's syntax line puts
+``.satfinite`` first, and the ISA's own examples write ``.m16n16k16.row``); what matters
+is the set of qualifiers and the order of the type qualifiers.  Every error names the
+offending qualifier or operand and lists what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
+from . import tables
+from .instruction import (
+    Instruction,
+    Operand,
+    Shape,
+    WgmmaCommitGroup,
+    WgmmaFence,
+    WgmmaMmaAsync,
+    WgmmaWaitGroup,
+    WmmaLoad,
+    WmmaMma,
+    WmmaStore,
+)
+
+_SHAPE_RE = re.compile(r"^m(\d+)n(\d+)k(\d+)$")
+_IDENT_RE = re.compile(r"^[A-Za-z_$%][\w$%]*$")
+_INT_RE = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?$")
+
+OPCODES = (
+    "wgmma.mma_async", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
+    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma",
+)
+
+
+def _fail(msg: str) -> InvalidInstructionError:
+    return InvalidInstructionError(msg)
+
+
+def _choices(values, dot=True) -> str:
+    return ", ".join(("." if dot else "") + str(v) for v in values)
+
+
+def _n_list(values) -> str:
+    vals = list(values)
+    if len(vals) > 10:
+        return ", ".join(map(str, vals[:6])) + ", ..., " + ", ".join(map(str, vals[-2:]))
+    return ", ".join(map(str, vals))
+
+
+# ---------------------------------------------------------------- lexing
+
+
+def _split_statement(text: str) -> tuple[str, str]:
+    """``(dotted name, operand text)`` of one statement."""
+    stmt = text.strip()
+    if stmt.endswith(";"):
+        stmt = stmt[:-1].rstrip()
+    if ";" in stmt:
+        raise PTXSyntaxError(f"expected one instruction, found ';' inside {text.strip()!r}")
+    if not stmt:
+        raise PTXSyntaxError("empty instruction text")
+    parts = stmt.split(None, 1)
+    return parts[0], (parts[1].strip() if len(parts) > 1 else "")
+
+
+def _split_operands(text: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth < 0:
+                raise PTXSyntaxError(f"unbalanced {ch!r} in operands {text!r}")
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if depth != 0:
+        raise PTXSyntaxError(f"unclosed brace or bracket in operands {text!r}")
+    out.append("".join(cur).strip())
+    if any(not o for o in out):
+        raise PTXSyntaxError(f"empty operand in {text!r}")
+    return out
+
+
+def parse_int(text: str) -> int:
+    """A PTX integer literal (decimal, hex ``0x``, octal ``0``, binary ``0b``; ``U`` suffix)."""
+    t = text.strip()
+    if not _INT_RE.match(t):
+        raise PTXSyntaxError(f"{text!r} is not an integer literal")
+    t = t.rstrip("uU")
+    sign = -1 if t.startswith("-") else 1
+    t = t.lstrip("+-")
+    if t[:2] in ("0x", "0X"):
+        return sign * int(t[2:], 16)
+    if t[:2] in ("0b", "0B"):
+        return sign * int(t[2:], 2)
+    if len(t) > 1 and t.startswith("0"):
+        return sign * int(t[1:], 8)
+    return sign * int(t)
+
+
+def parse_operand(text: str) -> Operand:
+    t = text.strip()
+    if t.startswith("{"):
+        if not t.endswith("}"):
+            raise PTXSyntaxError(f"vector operand {t!r} lacks its closing brace")
+        inner = t[1:-1].strip()
+        regs = tuple(r.strip() for r in inner.split(",")) if inner else ()
+        for r in regs:
+            if not _IDENT_RE.match(r):
+                raise PTXSyntaxError(f"{r!r} in vector operand {t!r} is not a register name")
+        return Operand("vector", t, regs=regs)
+    if t.startswith("["):
+        if not t.endswith("]"):
+            raise PTXSyntaxError(f"address operand {t!r} lacks its closing bracket")
+        inner = t[1:-1].replace(" ", "")
+        m = re.match(r"^([A-Za-z_$%][\w$%]*)?(?:([+-])(.+))?$", inner)
+        if not inner or not m or (m.group(1) is None and m.group(2) is not None):
+            if _INT_RE.match(inner):
+                return Operand("address", t, value=parse_int(inner))
+            raise PTXSyntaxError(f"address operand {t!r} is not [reg], [reg+offset] or [offset]")
+        offset = 0
+        if m.group(2):
+            offset = parse_int(m.group(3)) * (-1 if m.group(2) == "-" else 1)
+        return Operand("address", t, name=m.group(1), value=offset)
+    if _INT_RE.match(t):
+        return Operand("imm", t, value=parse_int(t))
+    neg = t.startswith("!")
+    name = t[1:].strip() if neg else t
+    if not _IDENT_RE.match(name):
+        raise PTXSyntaxError(f"{text!r} is not a register, immediate, vector or address operand")
+    return Operand("reg", t, name=name, negated=neg)
+
+
+# ---------------------------------------------------------------- qualifiers
+
+
+def _classify(tok: str) -> str:
+    if tok in ("sync", "aligned"):
+        return tok
+    if _SHAPE_RE.match(tok):
+        return "shape"
+    for kind, values in (("layout", tables.LAYOUTS), ("type", tables.TYPES),
+                         ("rounding", tables.ROUNDINGS), ("op", tables.BIT_OPS),
+                         ("ss", tables.STATE_SPACES)):
+        if tok in values:
+            return kind
+    if tok in ("satfinite", "popc"):
+        return tok
+    return "unknown"
+
+
+_ALLOWED = {
+    "wgmma.mma_async": ("sync", "aligned", "shape", "type", "satfinite", "op", "popc"),
+    "wmma.mma": ("sync", "aligned", "layout", "shape", "type", "satfinite", "rounding", "op", "popc"),
+    "wmma.load": ("sync", "aligned", "layout", "shape", "ss", "type"),
+    "wmma.store": ("sync", "aligned", "layout", "shape", "ss", "type"),
+    "wgmma.fence": ("sync", "aligned"),
+    "wgmma.commit_group": ("sync", "aligned"),
+    "wgmma.wait_group": ("sync", "aligned"),
+}
+
+
+class _Quals:
+    """The qualifiers of one statement, grouped by kind, in order."""
+
+    def __init__(self, opcode: str, tokens: list[str]):
+        self.opcode = opcode
+        self.by_kind: dict[str, list[str]] = {}
+        allowed = _ALLOWED[_base(opcode)]
+        for tok in tokens:
+            kind = _classify(tok)
+            if kind not in allowed:
+                raise _fail(
+                    f"qualifier .{tok} is not allowed on {opcode}; its qualifiers are "
+                    f"{_describe_allowed(allowed)}"
+                )
+            if kind not in ("type", "layout") and tok in self.by_kind.get(kind, []):
+                raise _fail(f"qualifier .{tok} appears twice in {opcode}")
+            self.by_kind.setdefault(kind, []).append(tok)
+
+    def get(self, kind: str) -> list[str]:
+        return self.by_kind.get(kind, [])
+
+    def one(self, kind: str, what: str, choices=None) -> str | None:
+        vals = self.get(kind)
+        if len(vals) > 1:
+            raise _fail(f"{self.opcode} takes one {what}, got {_choices(vals)}")
+        return vals[0] if vals else None
+
+    def shape(self, choices: str) -> Shape:
+        tok = self.one("shape", "shape")
+        if tok is None:
+            raise _fail(f"{self.opcode} needs a shape qualifier; valid shapes: {choices}")
+        m, n, k = map(int, _SHAPE_RE.match(tok).groups())
+        return Shape(m, n, k)
+
+
+_KIND_NAMES = {
+    "sync": ".sync", "aligned": ".aligned", "shape": ".shape", "type": "type qualifiers",
+    "layout": ".row/.col", "satfinite": ".satfinite", "rounding": ".rn/.rz/.rm/.rp",
+    "op": ".and/.xor", "popc": ".popc", "ss": ".global/.shared/.shared::cta",
+}
+
+
+def _describe_allowed(kinds) -> str:
+    return ", ".join(_KIND_NAMES[k] for k in kinds)
+
+
+# ---------------------------------------------------------------- opcode dispatch
+
+
+def _base(opcode: str) -> str:
+    """The opcode without its matrix (``wmma.load.a`` -> ``wmma.load``)."""
+    return opcode[:-2] if opcode.startswith(("wmma.load.", "wmma.store.")) else opcode
+
+
+def parse(text: str) -> Instruction:
+    """Parse one wgmma or wmma statement into an immutable instruction object.
+
+    Raises :class:`~fastmma.errors.PTXSyntaxError` for malformed text,
+    :class:`~fastmma.errors.InvalidInstructionError` for qualifiers or operands the ISA
+    does not allow, :class:`~fastmma.errors.UnsupportedInstructionError` for other
+    instructions.
+    """
+    if not isinstance(text, str):
+        raise PTXSyntaxError(f"instruction text must be a str, got {type(text).__name__}")
+    name, operand_text = _split_statement(text)
+    parts = name.split(".")
+    opcode, rest = _match_opcode(parts, name)
+    operands = tuple(parse_operand(o) for o in _split_operands(operand_text)) if operand_text else None
+    quals = _Quals(opcode, rest)
+    builder = _BUILDERS[_base(opcode)]
+    return builder(opcode, quals, operands, text.strip())
+
+
+def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
+    if len(parts) >= 2 and parts[0] == "wmma" and parts[1] in ("load", "store"):
+        if len(parts) < 3 or parts[2] not in (("a", "b", "c") if parts[1] == "load" else ("d",)):
+            valid = ".a, .b, .c" if parts[1] == "load" else ".d"
+            got = f".{parts[2]}" if len(parts) > 2 else "nothing"
+            raise _fail(f"wmma.{parts[1]} must name its matrix ({valid}); got {got} in {name!r}")
+        return ".".join(parts[:3]), parts[3:]
+    if len(parts) >= 2 and parts[0] == "wmma" and parts[1] == "mma":
+        rest = parts[2:]
+        return "wmma.mma", rest
+    if len(parts) >= 2 and parts[0] == "wgmma":
+        if parts[1] == "mma_async" and len(parts) > 2 and parts[2] == "sp":
+            raise UnsupportedInstructionError(
+                "wgmma.mma_async.sp (sparse) is not supported by fastmma; supported: "
+                + ", ".join(OPCODES))
+        op = "wgmma." + parts[1]
+        if op in OPCODES:
+            return op, parts[2:]
+        raise _fail(f"unknown wgmma instruction {op!r}; valid: wgmma.mma_async, wgmma.fence, "
+                    f"wgmma.commit_group, wgmma.wait_group")
+    raise UnsupportedInstructionError(
+        f"{name.split('.')[0]!r}... is not a wgmma or wmma instruction; fastmma parses "
+        + ", ".join(OPCODES))
+
+
+# ---------------------------------------------------------------- wgmma
+
+
+def _build_wgmma_plain(opcode, quals, operands, text):
+    cls = {"wgmma.fence": WgmmaFence, "wgmma.commit_group": WgmmaCommitGroup}.get(opcode)
+    if cls is not None:
+        if operands:
+            raise _fail(f"{opcode} takes no operands, got {len(operands)}")
+        return cls(opcode, text, operands)
+    # wait_group N
+    if not operands or len(operands) != 1 or operands[0].kind != "imm":
+        raise _fail("wgmma.wait_group takes one integer immediate operand N (e.g. "
+                    "'wgmma.wait_group.sync.aligned 0;')")
+    n = operands[0].value
+    if not 0 <= n <= 0x7FFFFFFF:
+        raise _fail(f"wgmma.wait_group N must be a non-negative integer, got {n}")
+    return WgmmaWaitGroup(opcode, text, operands, n=n)
+
+
+def _wgmma_shapes_text() -> str:
+    return "; ".join(f"{r.name}: .m64nNk{r.k} with N in {_n_list(r.n_values)}" for r in tables.WGMMA_TYPE_ROWS)
+
+
+def _build_wgmma_mma(opcode, quals, operands, text):
+    shape = quals.shape(_wgmma_shapes_text())
+    types = quals.get("type")
+    if len(types) != 3:
+        raise _fail(f"wgmma.mma_async needs three type qualifiers .dtype.atype.btype, got "
+                    f"{_choices(types) or 'none'}")
+    dtype, atype, btype = types
+    row = tables.wgmma_type_row(atype, btype)
+    if row is None:
+        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.WGMMA_TYPE_ROWS)
+        raise _fail(f"wgmma.mma_async has no variant with .atype .{atype} and .btype .{btype}; "
+                    f"valid .atype/.btype pairs: {pairs}")
+    if shape.m != tables.WGMMA_M or shape.k != row.k or shape.n not in row.n_values:
+        raise _fail(f"shape .{shape} is not valid for {row.name} wgmma.mma_async: valid shapes are "
+                    f".m64nNk{row.k} with N in {_n_list(row.n_values)}")
+    if dtype not in row.dtypes:
+        raise _fail(f".dtype .{dtype} is not valid for {row.name} wgmma.mma_async; allowed: "
+                    f"{_choices(row.dtypes)}")
+    satfinite = bool(quals.get("satfinite"))
+    if satfinite and not row.satfinite:
+        raise _fail(f".satfinite is only valid on integer (.s8/.u8) wgmma.mma_async, not on {row.name}")
+    op = quals.one("op", ".op")
+    if row.ops:
+        if op not in row.ops or not quals.get("popc"):
+            raise _fail(f"single-bit wgmma.mma_async needs .op.popc with .op in {_choices(row.ops)}; "
+                        f"got {('.' + op) if op else 'no .op'}{'' if quals.get('popc') else ' and no .popc'}")
+    elif op or quals.get("popc"):
+        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) wgmma.mma_async")
+    inst = WgmmaMmaAsync(opcode, text, operands, shape=shape, dtype=dtype, atype=atype, btype=btype,
+                         satfinite=satfinite, op=op)
+    return _wgmma_operands(inst, row, operands) if operands is not None else inst
+
+
+def _wgmma_operands(inst: WgmmaMmaAsync, row, ops) -> WgmmaMmaAsync:
+    from dataclasses import replace
+
+    d = ops[0]
+    if d.kind != "vector" or len(d.regs) != inst.d_regs:
+        raise _fail(f"wgmma.mma_async .{inst.shape}.{inst.dtype}: operand d must be a vector of "
+                    f"{inst.d_regs} registers, got {d.text!r}")
+    if len(ops) < 2:
+        raise _fail("wgmma.mma_async needs operands d, a (or a-desc), b-desc, scale-d, ...")
+    a_source = "reg" if ops[1].kind == "vector" else "desc"
+    if a_source == "reg":
+        if len(ops[1].regs) != 4:
+            raise _fail(f"wgmma.mma_async: operand a in registers must be a vector of 4 registers, "
+                        f"got {ops[1].text!r}")
+        if ops[1].kind != "vector":
+            raise _fail("operand a must be a register vector or a 64-bit descriptor register")
+    elif ops[1].kind not in ("reg", "imm"):
+        raise _fail(f"operand a-desc must be a 64-bit register, got {ops[1].text!r}")
+    imm_names = []
+    if row.scale:
+        imm_names += ["imm-scale-a", "imm-scale-b"]
+    if row.transpose:
+        imm_names += (["imm-trans-a"] if a_source == "desc" else []) + ["imm-trans-b"]
+    expected = ["d", "a" if a_source == "reg" else "a-desc", "b-desc", "scale-d"] + imm_names
+    if len(ops) != len(expected):
+        raise _fail(f"{row.name} wgmma.mma_async with A from {'registers' if a_source == 'reg' else 'a descriptor'} "
+                    f"takes {len(expected)} operands ({', '.join(expected)}), got {len(ops)}")
+    if ops[2].kind not in ("reg", "imm"):
+        raise _fail(f"operand b-desc must be a 64-bit register, got {ops[2].text!r}")
+    if ops[3].kind not in ("reg", "imm"):
+        raise _fail(f"operand scale-d must be a predicate or an immediate, got {ops[3].text!r}")
+    values = {}
+    for name, op in zip(imm_names, ops[4:]):
+        if op.kind != "imm":
+            raise _fail(f"operand {name} must be an integer immediate, got {op.text!r}")
+        allowed = (-1, 1) if "scale" in name else (0, 1)
+        if op.value not in allowed:
+            raise _fail(f"operand {name} must be {' or '.join(map(str, allowed))}, got {op.value}")
+        values[name.replace("-", "_")] = op.value
+    if a_source == "reg" and values.get("imm_trans_a"):
+        raise _fail("imm-trans-a does not exist when A comes from registers")
+    return replace(inst, a_source=a_source, scale_d=ops[3], **values)
+
+
+# ---------------------------------------------------------------- wmma
+
+
+def _wmma_shape(quals) -> str:
+    shape = quals.shape(_choices(tables.WMMA_SHAPES))
+    if str(shape) not in tables.WMMA_SHAPES:
+        raise _fail(f"shape .{shape} is not a wmma shape; valid shapes: {_choices(tables.WMMA_SHAPES)}")
+    return shape
+
+
+def _build_wmma_mma(opcode, quals, operands, text):
+    shape = _wmma_shape(quals)
+    layouts = quals.get("layout")
+    if len(layouts) != 2:
+        raise _fail(f"wmma.mma needs two layout qualifiers .alayout.blayout (.row/.col), got "
+                    f"{_choices(layouts) or 'none'}")
+    alayout, blayout = layouts
+    types = quals.get("type")
+    if len(types) == 2:
+        dtype, ctype = types
+        atype = btype = "f16"
+        row = tables.WMMA_TYPE_ROWS[0]
+        if dtype not in row.cd_types or ctype not in row.cd_types:
+            raise _fail(f"wmma.mma with two type qualifiers is the .f16 form .dtype.ctype with both in "
+                        f"{_choices(row.cd_types)}; got {_choices(types)}")
+    elif len(types) == 4:
+        dtype, atype, btype, ctype = types
+        row = tables.wmma_row_for_ab(atype)
+        if row is None or row.name == ".f16" or btype not in row.ab_types:
+            forms = "; ".join(f"{'|'.join(r.ab_types)} inputs: .{r.cd_types[0]}.atype.btype.{r.cd_types[0]}"
+                              for r in tables.WMMA_TYPE_ROWS[1:])
+            raise _fail(f"wmma.mma has no variant with .atype .{atype} and .btype .{btype}; valid "
+                        f"(f16 uses .dtype.ctype): {forms}")
+        if dtype != row.cd_types[0] or ctype != row.cd_types[0]:
+            raise _fail(f"{row.name} wmma.mma must be spelled .{row.cd_types[0]}.{atype}.{btype}."
+                        f"{row.cd_types[0]}; got .{'.'.join(types)}")
+    else:
+        raise _fail(f"wmma.mma needs .dtype.ctype (f16) or .dtype.atype.btype.ctype, got "
+                    f"{_choices(types) or 'no type qualifiers'}")
+    if str(shape) not in row.shapes:
+        raise _fail(f"shape .{shape} is not valid for {row.name} wmma.mma: "
+                    + (f".tf32 needs .m16n16k8" if row.name == ".tf32" else f"valid shapes: {_choices(row.shapes)}"))
+    if alayout not in row.a_layouts or blayout not in row.b_layouts:
+        raise _fail(f"{row.name} wmma.mma needs .alayout in {_choices(row.a_layouts)} and .blayout in "
+                    f"{_choices(row.b_layouts)}; got .{alayout}.{blayout}")
+    satfinite = bool(quals.get("satfinite"))
+    if satfinite and not row.satfinite:
+        if row.name == ".f16":
+            raise _fail(".satfinite on floating-point wmma.mma was removed in PTX ISA 6.5; it is only "
+                        "valid on integer wmma.mma (.s8/.u8/.s4/.u4)")
+        raise _fail(f".satfinite is not valid on {row.name} wmma.mma; only on integer variants")
+    rounding = quals.one("rounding", "rounding modifier")
+    if rounding and not row.roundings:
+        raise _fail(f"rounding modifier .{rounding} is only valid on .f64 wmma.mma")
+    op = quals.one("op", ".op")
+    if row.ops:
+        if op not in row.ops or not quals.get("popc"):
+            raise _fail(f"single-bit wmma.mma needs .op.popc with .op in {_choices(row.ops)}")
+    elif op or quals.get("popc"):
+        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) wmma.mma")
+    inst = WmmaMma(opcode, text, operands, alayout=alayout, blayout=blayout, shape=shape, dtype=dtype,
+                   atype=atype, btype=btype, ctype=ctype, satfinite=satfinite,
+                   rounding=(rounding or "rn") if row.roundings else None, op=op)
+    if operands is not None:
+        if len(operands) != 4:
+            raise _fail(f"wmma.mma takes 4 operands d, a, b, c; got {len(operands)}")
+        for name, op_ in zip("dabc", operands):
+            want = inst.fragment_regs(name)
+            if op_.kind != "vector" or len(op_.regs) != want:
+                raise _fail(f"wmma.mma .{shape} operand {name} must be a vector of {want} registers, "
+                            f"got {op_.text!r}")
+    return inst
+
+
+def _build_wmma_memory(opcode, quals, operands, text):
+    matrix = opcode[-1]
+    shape = _wmma_shape(quals)
+    layout = quals.one("layout", "layout")
+    if layout is None:
+        raise _fail(f"{opcode} needs a layout qualifier: .row or .col")
+    ss = quals.one("ss", "state space")
+    types = quals.get("type")
+    if len(types) != 1:
+        raise _fail(f"{opcode} needs one type qualifier, got {_choices(types) or 'none'}")
+    elem = types[0]
+    rows = tables.wmma_rows_for_shape(str(shape))
+    if matrix in ("a", "b"):
+        valid = [t for r in rows for t in r.ab_types]
+        row = next((r for r in rows if elem in r.ab_types), None)
+    else:
+        valid = list(dict.fromkeys(t for r in rows for t in r.cd_types))
+        row = next((r for r in rows if elem in r.cd_types), None)
+    if row is None:
+        raise _fail(f"{opcode} .{shape} has no type .{elem}; valid types: {_choices(valid)}")
+    allowed_layouts = {"a": row.a_layouts, "b": row.b_layouts}.get(matrix, tables.LAYOUTS)
+    if layout not in allowed_layouts:
+        raise _fail(f"{opcode} of .{elem} needs layout {_choices(allowed_layouts)}, got .{layout}")
+    cls = WmmaStore if matrix == "d" else WmmaLoad
+    kw = {} if matrix == "d" else {"matrix": matrix}
+    inst = cls(opcode, text, operands, layout=layout, shape=shape, state_space=ss, type=elem, **kw)
+    if operands is not None:
+        _wmma_memory_operands(inst, operands)
+    return inst
+
+
+def _wmma_memory_operands(inst, ops):
+    store = isinstance(inst, WmmaStore)
+    if len(ops) not in (2, 3):
+        what = "[p], r {, stride}" if store else "r, [p] {, stride}"
+        raise _fail(f"{inst.opcode} takes operands {what}; got {len(ops)}")
+    vec, addr = (ops[1], ops[0]) if store else (ops[0], ops[1])
+    if addr.kind != "address":
+        raise _fail(f"{inst.opcode}: the address operand must be [p], got {addr.text!r}")
+    if vec.kind != "vector" or len(vec.regs) != inst.regs:
+        raise _fail(f"{inst.opcode} .{inst.shape}.{inst.type}: the fragment must be a vector of "
+                    f"{inst.regs} registers, got {vec.text!r}")
+    if len(ops) == 3 and ops[2].kind not in ("reg", "imm"):
+        raise _fail(f"{inst.opcode}: stride must be a 32-bit register or immediate, got {ops[2].text!r}")
+
+
+_BUILDERS = {
+    "wgmma.mma_async": _build_wgmma_mma,
+    "wgmma.fence": _build_wgmma_plain,
+    "wgmma.commit_group": _build_wgmma_plain,
+    "wgmma.wait_group": _build_wgmma_plain,
+    "wmma.mma": _build_wmma_mma,
+    "wmma.load": _build_wmma_memory,
+    "wmma.store": _build_wmma_memory,
+}

@@ -1,0 +1,137 @@
+"""The PTX ISA's tables of valid qualifiers for wgmma and wmma, held as data.
+
+Sources: PTX ISA sections 9.7.15.5.2 (``wgmma.mma_async``), 9.7.14.4 (``wmma.load``,
+``wmma.store``, ``wmma.mma``) and 9.7.14.2 ("Matrix Fragments for WMMA", register counts).
+Nothing here decides numerics or element positions; the parser checks text against these
+tables and the rest of fastmma reads the results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# ---------------------------------------------------------------- qualifier vocabulary
+
+TYPES = ("f64", "f32", "tf32", "f16", "bf16", "e4m3", "e5m2", "s32", "s8", "u8", "s4", "u4", "b1")
+LAYOUTS = ("row", "col")
+ROUNDINGS = ("rn", "rz", "rm", "rp")
+BIT_OPS = ("and", "xor")
+STATE_SPACES = ("global", "shared", "shared::cta")
+
+# ---------------------------------------------------------------- wgmma.mma_async
+
+_N_ALL = tuple(range(8, 257, 8))
+_N_INT = (8, 16, 24, 32) + tuple(range(48, 225, 16))
+_N_B1 = (8, 16, 24, 32) + tuple(range(48, 257, 16))
+
+
+@dataclass(frozen=True)
+class WgmmaTypeRow:
+    """One row of the wgmma.mma_async syntax tables: the inputs, k, N and D types allowed."""
+
+    name: str
+    atypes: tuple[str, ...]
+    btypes: tuple[str, ...]
+    k: int
+    n_values: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    transpose: bool = False  # imm-trans-a/-b exist
+    scale: bool = False  # imm-scale-a/-b exist
+    satfinite: bool = False
+    ops: tuple[str, ...] = ()  # b1: .op.popc required
+
+
+WGMMA_M = 64
+
+WGMMA_TYPE_ROWS = (
+    WgmmaTypeRow(".f16", ("f16",), ("f16",), 16, _N_ALL, ("f16", "f32"), transpose=True, scale=True),
+    WgmmaTypeRow(".bf16", ("bf16",), ("bf16",), 16, _N_ALL, ("f32",), transpose=True, scale=True),
+    WgmmaTypeRow(".tf32", ("tf32",), ("tf32",), 8, _N_ALL, ("f32",), scale=True),
+    WgmmaTypeRow("FP8", ("e4m3", "e5m2"), ("e4m3", "e5m2"), 32, _N_ALL, ("f16", "f32"), scale=True),
+    WgmmaTypeRow("integer", ("s8", "u8"), ("s8", "u8"), 32, _N_INT, ("s32",), satfinite=True),
+    WgmmaTypeRow("single-bit", ("b1",), ("b1",), 256, _N_B1, ("s32",), ops=("and",)),
+)
+
+
+def wgmma_type_row(atype: str, btype: str) -> WgmmaTypeRow | None:
+    """The syntax-table row whose .atype/.btype lists hold this pair, if any."""
+    for row in WGMMA_TYPE_ROWS:
+        if atype in row.atypes and btype in row.btypes:
+            return row
+    return None
+
+
+# ---------------------------------------------------------------- wmma
+
+
+@dataclass(frozen=True)
+class WmmaTypeRow:
+    """One row of the wmma syntax tables.
+
+    ``ab_types``: element types of A and B; ``cd_types``: accumulator types; ``shapes``;
+    ``a_layouts``/``b_layouts``: the layouts allowed for A and B (sub-byte and b1 are fixed
+    to row/col); ``mma_types``: how the ``wmma.mma`` type qualifiers are spelled, as the
+    positions they name (``"d"``, ``"a"``, ``"b"``, ``"c"``).
+    """
+
+    name: str
+    ab_types: tuple[str, ...]
+    cd_types: tuple[str, ...]
+    shapes: tuple[str, ...]
+    mma_types: tuple[str, ...]
+    a_layouts: tuple[str, ...] = LAYOUTS
+    b_layouts: tuple[str, ...] = LAYOUTS
+    satfinite: bool = False
+    roundings: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+
+
+_WMMA_16 = ("m16n16k16", "m8n32k16", "m32n8k16")
+
+WMMA_TYPE_ROWS = (
+    WmmaTypeRow(".f16", ("f16",), ("f16", "f32"), _WMMA_16, ("d", "c")),
+    WmmaTypeRow(".bf16", ("bf16",), ("f32",), _WMMA_16, ("d", "a", "b", "c")),
+    WmmaTypeRow(".tf32", ("tf32",), ("f32",), ("m16n16k8",), ("d", "a", "b", "c")),
+    WmmaTypeRow(".f64", ("f64",), ("f64",), ("m8n8k4",), ("d", "a", "b", "c"), roundings=ROUNDINGS),
+    WmmaTypeRow("integer", ("s8", "u8"), ("s32",), _WMMA_16, ("d", "a", "b", "c"), satfinite=True),
+    WmmaTypeRow("sub-byte", ("s4", "u4"), ("s32",), ("m8n8k32",), ("d", "a", "b", "c"),
+                ("row",), ("col",), satfinite=True),
+    WmmaTypeRow("single-bit", ("b1",), ("s32",), ("m8n8k128",), ("d", "a", "b", "c"),
+                ("row",), ("col",), ops=BIT_OPS),
+)
+
+WMMA_SHAPES = tuple(dict.fromkeys(s for row in WMMA_TYPE_ROWS for s in row.shapes))
+
+
+def wmma_rows_for_shape(shape: str) -> tuple[WmmaTypeRow, ...]:
+    return tuple(row for row in WMMA_TYPE_ROWS if shape in row.shapes)
+
+
+def wmma_row_for_ab(atype: str, shape: str | None = None) -> WmmaTypeRow | None:
+    for row in WMMA_TYPE_ROWS:
+        if atype in row.ab_types and (shape is None or shape in row.shapes):
+            return row
+    return None
+
+
+# Registers per thread of each wmma fragment (PTX ISA "Matrix Fragments for WMMA").  A
+# register is 32 bits, except .f64 fragments whose registers are 64 bits.
+_AB_REGS = {
+    ("f16", "m16n16k16"): (8, 8), ("f16", "m8n32k16"): (8, 8), ("f16", "m32n8k16"): (8, 8),
+    ("bf16", "m16n16k16"): (4, 4), ("bf16", "m8n32k16"): (2, 8), ("bf16", "m32n8k16"): (8, 2),
+    ("s8", "m16n16k16"): (2, 2), ("s8", "m8n32k16"): (1, 4), ("s8", "m32n8k16"): (4, 1),
+    ("tf32", "m16n16k8"): (4, 4),
+    ("f64", "m8n8k4"): (1, 1),
+    ("s4", "m8n8k32"): (1, 1),
+    ("b1", "m8n8k128"): (1, 1),
+}
+_CD_REGS = {"f16": 4, "f32": 8, "s32": 8, "f64": 2}
+_CD_REGS_SMALL = {"m8n8k32": 2, "m8n8k128": 2, "m8n8k4": 2}
+
+
+def wmma_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
+    """Registers per thread of the ``matrix`` ("a", "b", "c" or "d") fragment."""
+    if matrix in ("c", "d"):
+        return _CD_REGS_SMALL.get(shape, _CD_REGS[elem_type])
+    key = {"u8": "s8", "u4": "s4"}.get(elem_type, elem_type)
+    return _AB_REGS[(key, shape)][0 if matrix == "a" else 1]

@@ -1,0 +1,182 @@
+"""The tensor core's floating-point dot product: aligned, truncated, fused.
+
+Rule (PTX ISA leaves the order and rounding of the sum unspecified; the H100 recordings
+decide, and they match the Hopper model published with MMA-Sim, arXiv 2511.10909):
+
+For each output element, the k terms ``a_i * b_i`` of one group and the addend ``c`` are
+summed in one fused step:
+
+1. every product is exact; its exponent is ``e_a + e_b`` with each significand normalised
+   to [1, 2) (subnormals keep the smallest normal exponent); a zero term (zero product, or
+   zero/absent ``c``) counts with the fixed exponent ``e_zero``;
+2. ``e_max`` is the largest exponent of the group; each term is truncated (toward zero) to
+   a multiple of ``2**(e_max - frac_bits)``;
+3. the truncated terms are added exactly, and the sum is rounded once to the accumulator
+   format: toward zero to f32 (``out_man_bits`` = 23, or 13 for fp8 inputs), or to nearest
+   even to f16.  Overflow gives an infinity, an exact zero is +0, a NaN is canonical.
+
+A NaN input, ``inf * 0`` or ``inf - inf`` gives NaN; otherwise an infinite term gives that
+infinity.  Longer sums run group after group in increasing k, each group's rounded result
+becoming the next group's ``c`` (a k-loop of instructions, or an instruction that the
+hardware splits, like wmma tf32 m16n16k8 in two groups of 4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .decode import FINITE, INF, NAN, ZERO, decode_float
+
+ROUND_RZ, ROUND_RNE = 0, 1
+
+# canonical NaNs of the accumulator formats
+_NAN_F32 = 0x7FFFFFFF
+_NAN_F16 = 0x7FFF
+
+
+@njit(cache=True, inline="always")
+def _bit_length(x):
+    n = 0
+    while x > 0:
+        x >>= 1
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _shift(x, sh):
+    """``x * 2**sh`` truncated toward zero, for ``x >= 0``."""
+    if sh >= 0:
+        return x << sh
+    if sh <= -63:
+        return np.int64(0)
+    return x >> (-sh)
+
+
+@njit(cache=True)
+def round_to_format(neg, mag, scale_exp, d_exp_bits, d_man_bits, d_bias, out_man_bits, rounding):
+    """Bits of ``(-1)**neg * mag * 2**scale_exp`` in the accumulator format.
+
+    ``mag`` is a non-negative exact integer.  The result keeps ``out_man_bits`` fraction
+    bits (``<= d_man_bits``), rounded as ``rounding`` says; zero results are +0.
+    """
+    if mag == 0:
+        return np.uint64(0)
+    nb = _bit_length(mag)
+    lead = scale_exp + nb - 1  # exponent of the leading bit
+    emin = 1 - d_bias
+    # granularity exponent of the kept bits: normal or subnormal range
+    q = lead - out_man_bits if lead >= emin else emin - out_man_bits
+    sh = q - scale_exp  # drop sh low bits of mag
+    if sh <= 0:
+        m = mag << (-sh)
+    elif sh >= 63:
+        m = np.int64(0)
+        if rounding == ROUND_RNE and sh == 63 and mag > (np.int64(1) << 62):
+            m = np.int64(1)
+    else:
+        m = mag >> sh
+        if rounding == ROUND_RNE:
+            rem = mag - (m << sh)
+            half = np.int64(1) << (sh - 1)
+            if rem > half or (rem == half and (m & 1) == 1):
+                m += 1
+    sign = np.uint64(neg) << np.uint64(d_exp_bits + d_man_bits)
+    if m == 0:  # a non-zero sum that underflows keeps its sign
+        return sign
+    # m counts units of 2**q with up to out_man_bits+1 bits (one more after a carry)
+    field = np.int64(m) << (d_man_bits - out_man_bits)
+    if lead < emin and field < (np.int64(1) << d_man_bits):
+        return sign | np.uint64(field)  # subnormal
+    e = q + out_man_bits
+    if field >= (np.int64(1) << (d_man_bits + 1)):  # rounding carried into a new binade
+        field >>= 1
+        e += 1
+    if e > d_bias:  # overflow
+        return sign | np.uint64(((1 << d_exp_bits) - 1) << d_man_bits)
+    biased = e + d_bias
+    return sign | (np.uint64(biased) << np.uint64(d_man_bits)) | np.uint64(field & ((np.int64(1) << d_man_bits) - 1))
+
+
+@njit(cache=True)
+def fused_group(a, b, i, j, k0, group, af, bf, c_bits, cf, use_c, neg_a, neg_b,
+                frac_bits, e_zero, df, out_man_bits, rounding):
+    """One fused step: ``c + sum(a[i, k] * b[k, j] for k in [k0, k0+group))`` -> D bits."""
+    nan = False
+    pos_inf = False
+    neg_inf = False
+    e_max = e_zero
+    # pass 1: classes and the largest exponent
+    for k in range(k0, k0 + group):
+        ca, sa, ea, ma = decode_float(a[i, k], af[0], af[1], af[2], af[3], af[4])
+        cb, sb, eb, mb = decode_float(b[k, j], bf[0], bf[1], bf[2], bf[3], bf[4])
+        if ca == NAN or cb == NAN:
+            nan = True
+        elif ca == INF or cb == INF:
+            if ca == ZERO or cb == ZERO:
+                nan = True
+            elif (sa ^ sb ^ neg_a ^ neg_b) == 1:
+                neg_inf = True
+            else:
+                pos_inf = True
+        elif ca == FINITE and cb == FINITE:
+            if ea + eb > e_max:
+                e_max = ea + eb
+    cc, sc, ec, mc = ZERO, np.int64(0), np.int64(0), np.int64(0)
+    if use_c:
+        cc, sc, ec, mc = decode_float(c_bits, cf[0], cf[1], cf[2], cf[3], cf[4])
+        if cc == NAN:
+            nan = True
+        elif cc == INF:
+            if sc == 1:
+                neg_inf = True
+            else:
+                pos_inf = True
+        elif cc == FINITE and ec > e_max:
+            e_max = ec
+    if nan or (pos_inf and neg_inf):
+        return np.uint64(_NAN_F16 if df[0] == 5 else _NAN_F32)
+    if pos_inf or neg_inf:
+        sign = np.uint64(1 if neg_inf else 0) << np.uint64(df[0] + df[1])
+        return sign | np.uint64(((1 << df[0]) - 1) << df[1])
+    # pass 2: truncated terms, summed exactly
+    total = np.int64(0)
+    pa_pb = af[1] + bf[1]
+    for k in range(k0, k0 + group):
+        ca, sa, ea, ma = decode_float(a[i, k], af[0], af[1], af[2], af[3], af[4])
+        cb, sb, eb, mb = decode_float(b[k, j], bf[0], bf[1], bf[2], bf[3], bf[4])
+        if ca == FINITE and cb == FINITE:
+            t = _shift(ma * mb, ea + eb - e_max + frac_bits - pa_pb)
+            total += -t if (sa ^ sb ^ neg_a ^ neg_b) == 1 else t
+    if cc == FINITE:
+        t = _shift(mc, ec - e_max + frac_bits - cf[1])
+        total += -t if sc == 1 else t
+    neg = 1 if total < 0 else 0
+    return round_to_format(neg, -total if neg else total, e_max - frac_bits,
+                           df[0], df[1], df[2], out_man_bits, rounding)
+
+
+@njit(parallel=True, cache=True)
+def fused_dot_mma(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_man_bits,
+                  rounding, use_c, neg_a, neg_b):
+    """``out = C + A @ B`` by fused groups of ``group`` terms in increasing k.
+
+    ``a`` (M, K), ``b`` (K, N), ``c`` (M, N) hold raw bits of the formats described by the
+    parameter tuples ``af``, ``bf``, ``cf``, ``df`` (see ``decode.float_params``); ``out``
+    (M, N) receives D bits.  K must be a multiple of ``group``.
+    """
+    m, kk = a.shape
+    n = b.shape[1]
+    for idx in prange(m * n):
+        i = idx // n
+        j = idx - i * n
+        acc = np.uint64(c[i, j])
+        acc_f = cf
+        acc_used = use_c
+        for k0 in range(0, kk, group):
+            acc = fused_group(a, b, i, j, k0, group, af, bf, acc, acc_f, acc_used, neg_a, neg_b,
+                              frac_bits, e_zero, df, out_man_bits, rounding)
+            acc_f = df
+            acc_used = True
+        out[i, j] = acc

@@ -1,0 +1,66 @@
+"""``fastmma.mma``: one wgmma or wmma instruction on logical matrices.
+
+The matrix-level view: A is M×K, B is K×N, C and D are M×N, exactly the instruction's
+shape, in the user-facing dtypes of :mod:`fastmma.formats` (``float16``, ``bfloat16``,
+``float32`` for tf32, ``float8_e4m3fn``, ``float8_e5m2``, ``int8``/``uint8``, s4 as int8 in
+[-8, 7], u4 as uint8 in [0, 15], b1 as bool or 0/1, ``float64``).  Where an element lives
+in registers or memory does not matter here: see :mod:`fastmma.wmma` and
+:mod:`fastmma.wgmma` for that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InvalidInstructionError, OperandError
+from .formats import from_bits, get_format, to_bits
+from .isa import Instruction, WgmmaMmaAsync, WmmaMma, parse
+from .kernels import execute
+
+
+def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma)) -> Instruction:
+    """An instruction object from text or an object, checked to be one of ``allowed``."""
+    inst = parse(instruction) if isinstance(instruction, str) else instruction
+    if not isinstance(inst, allowed):
+        names = " or ".join(c.__name__ for c in allowed)
+        raise InvalidInstructionError(f"expected a {names} instruction, got {inst!s}")
+    return inst
+
+
+def operand_bits(values, fmt_name: str, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """Contiguous raw bits of one operand matrix, after checking its shape and dtype."""
+    arr = np.asarray(values)
+    if arr.shape != shape:
+        raise OperandError(f"{name} must have shape {shape} for this instruction, got {arr.shape}")
+    return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
+
+
+def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray:
+    """D = A · B + C with the exact numerics of one ``wgmma.mma_async`` or ``wmma.mma``.
+
+    ``instruction`` is PTX text (operands optional) or a parsed instruction.  For wgmma,
+    ``imm-scale-a/b = -1`` negate A/B; C is used when it is given and ``scale_d`` (default:
+    the instruction's immediate scale-d, or true) holds.  Returns D in the accumulator's
+    dtype.
+    """
+    inst = as_instruction(instruction)
+    m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    ctype = inst.ctype
+    a = operand_bits(A, inst.atype, (m, k), "A")
+    b = operand_bits(B, inst.btype, (k, n), "B")
+    if C is None:
+        c = np.zeros((m, n), get_format(ctype).storage)
+        use_c = False
+    else:
+        c = operand_bits(C, ctype, (m, n), "C")
+        use_c = _scale_d(inst) if scale_d is None else bool(scale_d)
+    neg_a = getattr(inst, "imm_scale_a", 1) == -1
+    neg_b = getattr(inst, "imm_scale_b", 1) == -1
+    d = execute(inst.rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype,
+                use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    return from_bits(d, inst.dtype)
+
+
+def _scale_d(inst) -> bool:
+    op = getattr(inst, "scale_d", None)
+    return op is None or op.kind != "imm" or op.value != 0
