@@ -1,0 +1,288 @@
+"""wgmma matrix descriptors and the shared-memory layouts they describe.
+
+PTX ISA 9.7.15.5.1.2 "Shared Memory Matrix Layout" and 9.7.15.5.1.2.2 "Matrix Descriptor
+Format".  A matrix descriptor is a 64-bit value:
+
+======  ====  =====================================================================
+bits    size  field (``matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4``)
+======  ====  =====================================================================
+0-13    14    encode(start_address)
+16-29   14    encode(leading_byte_offset)   (LBO)
+32-45   14    encode(stride_byte_offset)    (SBO)
+49-51   3     base_offset  (swizzled modes only)
+62-63   2     swizzle: 0 none, 1 128B, 2 64B, 3 32B
+======  ====  =====================================================================
+
+Other bits are reserved; :meth:`MatrixDescriptor.decode` ignores them.
+
+**Layout rule** (checked against every H100 recording in ``tests/golden/wgmma``: the
+integer ones bit-exactly, the floating-point ones, which include all the MN-major cases,
+to rounding error).  An operand is ``mn`` rows (M for A, N for B) by ``k`` columns of
+``b``-bit elements; ``T = 128 // b`` elements fill one 16-byte chunk; ``W`` is the swizzle
+width in bytes (32, 64, 128) and ``C = W // 16`` its number of chunks.  The offset of
+element ``(i, j)`` from the start address, in bits (the ISA's canonical CuTe layouts,
+written out):
+
+* K-major, no swizzle (``((8,m),(T,2k)):((1T,SBO),(1,LBO))``)::
+
+      (i%8)*128 + (i//8)*SBO*8 + (j//T)*LBO*8 + (j%T)*b
+
+* K-major, swizzle W (``((8,m),(T,2k)):((C*T,SBO),(1,T))``; LBO is not used)::
+
+      (i%8)*W*8 + (i//8)*SBO*8 + j*b
+
+* MN-major, no swizzle (``((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))``): SBO steps between
+  16-byte groups along M/N, LBO between groups of 8 along K::
+
+      (i%T)*b + (i//T)*SBO*8 + (j%8)*128 + (j//8)*LBO*8
+
+* MN-major, swizzle W (``((T,C,m),(8,k)):((1,T,LBO),(C*T,SBO))``): here the roles swap,
+  LBO steps between W-byte groups along M/N and SBO between groups of 8 along K::
+
+      (i%T)*b + ((i//T)%C)*128 + (i//(C*T))*LBO*8 + (j%8)*W*8 + (j//8)*SBO*8
+
+The byte address is ``start_address + bit_offset // 8`` (bit ``bit_offset % 8`` for b1,
+least significant bit first).  For the swizzled modes the hardware then XORs the
+16-byte-chunk bits of that *absolute* shared address with its 128-byte-row bits, less the
+base offset::
+
+      phase = ((address >> 7) - base_offset) & (C - 1)
+      address ^= phase << 4
+
+so 128B XORs address bits 4-6, 64B bits 4-5 and 32B bit 4.  A pattern that starts at
+address ``P`` (a multiple of 128, not of ``8*128``) with ``base_offset = (P >> 7) & 7``, as
+the ISA prescribes, therefore reads exactly the canonical layout shifted by ``P``.  The base
+offset plays no part in the no-swizzle mode.
+
+**Images.**  Addresses here are relative to a shared-memory *image*: ``smem[0]`` is the byte
+at shared address ``image_address`` and the descriptor's start address counts from image
+byte 0 (the convention of the golden recordings).  The swizzle acts on absolute address
+bits 4-9, so the map depends on ``image_address % 1024``.  The default ``image_address=0``
+stands for any 1024-byte-aligned image, which is how the recordings were made and what the
+ISA's swizzle patterns assume; for an image at another (16-byte aligned) address pass that
+address, and the XOR is taken on ``image_address + relative address`` exactly as the
+hardware would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import AlignmentError, InvalidInstructionError, OperandError, SharedMemoryBoundsError
+from ..formats import Format, get_format
+
+SWIZZLE_MODES: dict[int, str] = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
+"""Descriptor bits 62-63 -> swizzle name."""
+
+SWIZZLE_CODES: dict[str, int] = {name: code for code, name in SWIZZLE_MODES.items()}
+
+SWIZZLE_BYTES: dict[str, int] = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
+"""Width in bytes of one swizzle-atom row (the 16-byte core-matrix row for ``none``)."""
+
+MAJORS = ("K", "MN")
+
+_FIELD_LIMIT = 1 << 18  # matrix-descriptor-encode keeps address bits 4-17
+
+
+@dataclass(frozen=True)
+class MatrixDescriptor:
+    """One wgmma matrix descriptor, fields in bytes as the ISA names them.
+
+    ``start_address``, ``leading_byte_offset`` and ``stride_byte_offset`` are byte values
+    (multiples of 16 below 2**18); ``base_offset`` is 0-7; ``swizzle`` is ``"none"``,
+    ``"128B"``, ``"64B"`` or ``"32B"``.
+    """
+
+    start_address: int
+    leading_byte_offset: int
+    stride_byte_offset: int
+    base_offset: int = 0
+    swizzle: str = "none"
+
+    def __post_init__(self):
+        for name in ("start_address", "leading_byte_offset", "stride_byte_offset"):
+            _check_byte_field(name, getattr(self, name))
+        if not 0 <= int(self.base_offset) <= 7:
+            raise OperandError(f"base_offset must lie in [0, 7] (3 bits), got {self.base_offset}")
+        if self.swizzle not in SWIZZLE_CODES:
+            raise OperandError(
+                f"swizzle must be one of {', '.join(map(repr, SWIZZLE_CODES))}, got {self.swizzle!r}"
+            )
+
+    @classmethod
+    def decode(cls, value) -> "MatrixDescriptor":
+        """The descriptor held in the 64-bit ``value`` (reserved bits are ignored)."""
+        v = int(value)
+        if not 0 <= v < (1 << 64):
+            raise OperandError(f"a matrix descriptor is a 64-bit value, got {value!r}")
+        return cls(
+            start_address=(v & 0x3FFF) << 4,
+            leading_byte_offset=((v >> 16) & 0x3FFF) << 4,
+            stride_byte_offset=((v >> 32) & 0x3FFF) << 4,
+            base_offset=(v >> 49) & 0x7,
+            swizzle=SWIZZLE_MODES[(v >> 62) & 0x3],
+        )
+
+    def encode(self) -> int:
+        """The 64-bit descriptor value (a Python int), reserved bits zero."""
+        return (
+            _encode_field(self.start_address)
+            | _encode_field(self.leading_byte_offset) << 16
+            | _encode_field(self.stride_byte_offset) << 32
+            | int(self.base_offset) << 49
+            | SWIZZLE_CODES[self.swizzle] << 62
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"start_address={self.start_address:#x}, leading_byte_offset={self.leading_byte_offset}, "
+            f"stride_byte_offset={self.stride_byte_offset}, base_offset={self.base_offset}, "
+            f"swizzle={self.swizzle}"
+        )
+
+
+def _check_byte_field(name: str, value) -> None:
+    if not isinstance(value, (int, np.integer)) or not 0 <= int(value) < _FIELD_LIMIT:
+        raise OperandError(f"{name} must be an integer byte value in [0, {_FIELD_LIMIT}), got {value!r}")
+    if int(value) % 16:
+        raise AlignmentError(f"{name} must be a multiple of 16 bytes, got {value}")
+
+
+def _encode_field(x: int) -> int:
+    return (int(x) & 0x3FFFF) >> 4
+
+
+def as_descriptor(desc) -> MatrixDescriptor:
+    """``desc`` as a :class:`MatrixDescriptor` (accepts one, or its 64-bit value)."""
+    if isinstance(desc, MatrixDescriptor):
+        return desc
+    if isinstance(desc, (int, np.integer)):
+        return MatrixDescriptor.decode(desc)
+    raise OperandError(f"a matrix descriptor must be a MatrixDescriptor or a 64-bit integer, got {type(desc).__name__}")
+
+
+def major_from_trans(imm_trans: int) -> str:
+    """The major-ness selected by ``imm-trans-a``/``imm-trans-b``: 0 -> ``"K"``, 1 -> ``"MN"``."""
+    if imm_trans not in (0, 1):
+        raise InvalidInstructionError(f"imm-trans must be 0 or 1, got {imm_trans!r}")
+    return "MN" if imm_trans else "K"
+
+
+def swizzle_address(address, swizzle: str, base_offset: int = 0):
+    """Apply the ``swizzle`` XOR to absolute shared-memory byte ``address`` (array or int).
+
+    ``address ^ ((((address >> 7) - base_offset) & (W//16 - 1)) << 4)``; identity for
+    ``"none"``.
+    """
+    if swizzle not in SWIZZLE_CODES:
+        raise OperandError(f"unknown swizzle {swizzle!r}")
+    mask = SWIZZLE_BYTES[swizzle] // 16 - 1
+    if mask == 0:
+        return address
+    phase = ((address >> 7) - base_offset) & mask
+    return address ^ (phase << 4)
+
+
+def _check_shape(mn: int, k: int, bits: int, major: str, swizzle: str) -> None:
+    if major not in MAJORS:
+        raise OperandError(f"major must be 'K' or 'MN', got {major!r}")
+    if bits not in (1, 8, 16, 32):
+        raise OperandError(f"element width must be 1, 8, 16 or 32 bits, got {bits}")
+    if mn <= 0 or k <= 0 or mn % 8 or (k * bits) % 128:
+        raise OperandError(
+            f"operand shape {mn}x{k} of {bits}-bit elements: mn must be a positive multiple of 8 "
+            f"and k a whole number of 16-byte chunks"
+        )
+    if major == "K" and swizzle != "none" and k * bits > 8 * SWIZZLE_BYTES[swizzle]:
+        raise OperandError(
+            f"a K-major {swizzle} operand holds at most {SWIZZLE_BYTES[swizzle]} bytes of K per row, "
+            f"got k={k} x {bits} bits"
+        )
+    if major == "MN" and (k % 8 or (mn * bits) % 128):
+        raise OperandError(f"an MN-major operand needs k a multiple of 8 and mn whole 16-byte chunks, got {mn}x{k}")
+
+
+def _bit_offsets(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str) -> np.ndarray:
+    """Offsets in bits from the start address, before swizzling (module docstring)."""
+    i = np.arange(mn, dtype=np.int64)[:, None]
+    j = np.arange(k, dtype=np.int64)[None, :]
+    t = 128 // bits
+    lbo, sbo = 8 * d.leading_byte_offset, 8 * d.stride_byte_offset
+    if major == "K":
+        if d.swizzle == "none":
+            return (i % 8) * 128 + (i // 8) * sbo + (j // t) * lbo + (j % t) * bits
+        row = 8 * SWIZZLE_BYTES[d.swizzle]
+        return (i % 8) * row + (i // 8) * sbo + j * bits
+    if d.swizzle == "none":
+        return (i % t) * bits + (i // t) * sbo + (j % 8) * 128 + (j // 8) * lbo
+    c = SWIZZLE_BYTES[d.swizzle] // 16
+    row = 8 * SWIZZLE_BYTES[d.swizzle]
+    return (i % t) * bits + ((i // t) % c) * 128 + (i // (c * t)) * lbo + (j % 8) * row + (j // 8) * sbo
+
+
+def element_addresses(desc, mn: int, k: int, elem_bits: int, major: str = "K", *, image_address: int = 0):
+    """Where each element of an ``mn`` x ``k`` operand lives: ``(byte, bit)``, int64 ``[mn, k]``.
+
+    ``byte`` is the image-relative address of the element's lowest byte (multi-byte elements
+    are little-endian and never cross a 16-byte chunk); ``bit`` is the bit of that byte
+    holding a b1 element (least significant first), 0 for wider types.  ``desc`` is a
+    :class:`MatrixDescriptor` or its 64-bit value; ``major`` is ``"K"`` or ``"MN"``;
+    ``image_address`` is the shared address of image byte 0 (module docstring).  No bounds
+    check: see :func:`check_bounds`.
+    """
+    d = as_descriptor(desc)
+    _check_shape(mn, k, elem_bits, major, d.swizzle)
+    if image_address < 0:
+        raise OperandError(f"image_address must be a non-negative shared address, got {image_address}")
+    if image_address % 16:
+        raise AlignmentError(f"image_address must be 16-byte aligned, got {image_address}")
+    off = _bit_offsets(d, mn, k, elem_bits, major)
+    absolute = int(image_address) + d.start_address + off // 8
+    byte = swizzle_address(absolute, d.swizzle, d.base_offset) - int(image_address)
+    return byte, off % 8
+
+
+def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: str = "operand") -> None:
+    """Raise :class:`SharedMemoryBoundsError` if any element at ``byte`` leaves the image."""
+    nbytes = max(elem_bits // 8, 1)
+    bad = (byte < 0) | (byte + nbytes > image_size)
+    if not bad.any():
+        return
+    i, j = (int(x[0]) for x in np.nonzero(bad))
+    addr = int(byte[i, j])
+    raise SharedMemoryBoundsError(
+        f"{name} reads outside the shared-memory image: element (row {i}, k {j}) at image byte "
+        f"{addr} ({nbytes} byte{'s' if nbytes > 1 else ''}), but the image holds {image_size} bytes "
+        f"[0, {image_size}); descriptor: {as_descriptor(desc)}"
+    )
+
+
+def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_address: int = 0,
+                   name: str = "operand") -> np.ndarray:
+    """Read an ``mn`` x ``k`` wgmma operand from the shared-memory image ``smem``.
+
+    ``smem`` is a 1-D ``uint8`` image (byte 0 at ``image_address``, 1024-byte aligned by
+    default); ``fmt`` a :class:`~fastmma.formats.Format` or its name.  Returns the element
+    bits, dtype ``fmt.storage`` (b1 as ``uint8`` 0/1), row ``i`` = M (for A) or N (for B)
+    index, column ``j`` = K index.  MN-major exists only for 16-bit types (f16/bf16), as
+    for the instruction's imm-trans.  Every address is checked against the image before
+    anything is read; ``name`` (e.g. ``"a_desc"``) labels the error.
+    """
+    fmt = get_format(fmt) if not isinstance(fmt, Format) else fmt
+    smem = np.asarray(smem)
+    if smem.dtype != np.uint8 or smem.ndim != 1:
+        raise OperandError(f"smem must be a 1-D uint8 image, got dtype {smem.dtype} and shape {smem.shape}")
+    if major == "MN" and fmt.bits != 16:
+        raise InvalidInstructionError(
+            f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
+        )
+    byte, bit = element_addresses(desc, mn, k, fmt.bits, major, image_address=image_address)
+    check_bounds(byte, fmt.bits, smem.size, desc, name)
+    if fmt.bits == 1:
+        return (smem[byte] >> bit.astype(np.uint8)) & np.uint8(1)
+    out = np.zeros(byte.shape, dtype=fmt.storage)
+    for q in range(fmt.bits // 8):
+        out |= smem[byte + q].astype(fmt.storage) << fmt.storage.type(8 * q)
+    return out
