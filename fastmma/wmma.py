@@ -1,0 +1,83 @@
+"""``wmma.load`` / ``wmma.mma`` / ``wmma.store`` on a warp's fragment registers.
+
+Fragments are ``uint32[32, words]``: word ``w`` of lane ``l`` is ``frag[l, w]``, registers in
+the order of the PTX vector operand, an ``.f64`` register as two words (low first).  Their
+content is exactly what an sm_90 GPU holds (:mod:`fastmma.layout.wmma_fragments`, derived
+from the H100 recordings).  Memory is a 1-D ``uint8`` numpy array; ``offset`` is the byte
+address of the matrix in it and ``stride`` the optional stride operand in elements (PTX ISA
+9.7.14.4.2, "Matrix Storage for WMMA"; alignment rules in
+:mod:`fastmma.layout.wmma_memory`).
+
+Example::
+
+    a = fastmma.wmma.load("wmma.load.a.sync.aligned.row.m16n16k16.f16", mem, 0)
+    ...
+    d = fastmma.wmma.mma("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", a, b, c)
+    fastmma.wmma.store("wmma.store.d.sync.aligned.row.m16n16k16.f32", mem, 4096, d)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import OperandError
+from .isa import WmmaLoad, WmmaMma, WmmaStore
+from .kernels import execute
+from .layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
+from .layout.wmma_memory import load_wmma_matrix, store_wmma_matrix
+from .mma import as_instruction
+
+WARP_SIZE = 32
+
+
+def _stride(stride):
+    if stride is None:
+        return None
+    if isinstance(stride, (bool, np.bool_)) or not isinstance(stride, (int, np.integer)):
+        raise OperandError(f"stride must be an integer number of elements, got {stride!r}")
+    return int(stride)
+
+
+def fragment(values, inst_words: int, name: str) -> np.ndarray:
+    """``values`` checked to be a warp fragment ``uint32[32, words]``."""
+    arr = np.asarray(values)
+    if arr.dtype not in (np.uint32, np.int32, np.float32):
+        raise OperandError(f"{name} must be 32-bit words uint32[32, {inst_words}], got dtype {arr.dtype}")
+    if arr.shape != (WARP_SIZE, inst_words):
+        raise OperandError(f"{name} must have shape (32, {inst_words}) for this instruction, got {arr.shape}")
+    return np.ascontiguousarray(arr).view(np.uint32)
+
+
+def load(instruction, mem, offset: int = 0, stride: int | None = None, *,
+         isa_strict: bool = False) -> np.ndarray:
+    """``wmma.load.{a,b,c}``: the fragment registers ``uint32[32, words]`` every lane holds.
+
+    ``stride=None`` takes the ISA's default stride.  ``isa_strict=True`` demands the ISA's
+    literal alignment rule (see :mod:`fastmma.layout.wmma_memory`).
+    """
+    inst = as_instruction(instruction, (WmmaLoad,))
+    shape = str(inst.shape)
+    bits = load_wmma_matrix(mem, offset, inst.matrix, shape, inst.type, inst.layout, _stride(stride),
+                            isa_strict=isa_strict)
+    return pack_fragment(bits, fragment_layout(inst.matrix, shape, inst.type, inst.layout))
+
+
+def mma(instruction, a, b, c) -> np.ndarray:
+    """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments."""
+    inst = as_instruction(instruction, (WmmaMma,))
+    shape = str(inst.shape)
+    mats = {}
+    for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
+        layout = fragment_layout(name, shape, elem)
+        mats[name] = unpack_fragment(fragment(frag, layout.words, name), layout)
+    d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
+    return pack_fragment(d, fragment_layout("d", shape, inst.dtype))
+
+
+def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_strict: bool = False) -> None:
+    """``wmma.store.d``: write the D fragment to ``mem`` (in place) at byte ``offset``."""
+    inst = as_instruction(instruction, (WmmaStore,))
+    shape = str(inst.shape)
+    layout = fragment_layout("d", shape, inst.type, inst.layout)
+    bits = unpack_fragment(fragment(d, layout.words, "d"), layout)
+    store_wmma_matrix(mem, offset, bits, shape, inst.type, inst.layout, _stride(stride), isa_strict=isa_strict)
