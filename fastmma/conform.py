@@ -128,10 +128,10 @@ def check_file(path, limit: int = 8) -> FileResult:
     try:
         arrays, meta = load_recording(path)
         result.family = meta.get("family", "?")
+        result.cases = len(arrays.get("mode", ()))
         replay = {"wmma": replay_wmma, "wgmma": replay_wgmma}.get(result.family)
         if replay is None:
             raise ConformanceError(f"family {result.family!r} is not one fastmma replays ({', '.join(FAMILIES)})")
-        result.cases = len(arrays.get("mode", ()))
         replay(arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,71 @@
+"""Every recorded H100 case, replayed through the public API, bit for bit."""
+
+import io
+
+import numpy as np
+import pytest
+
+from fastmma import conform
+from conftest import golden_files
+
+WMMA = golden_files("wmma")
+WGMMA = golden_files("wgmma")
+
+
+def test_recordings_are_present():
+    assert len(WMMA) >= 100 and len(WGMMA) >= 250
+
+
+@pytest.mark.parametrize("path", WMMA, ids=lambda p: p.stem)
+def test_wmma_recording(path):
+    res = conform.check_file(path)
+    assert res.error is None, res.error
+    assert res.cases > 0
+    assert res.ok, "\n".join(map(str, res.mismatches))
+
+
+@pytest.mark.parametrize("path", WGMMA, ids=lambda p: p.stem)
+def test_wgmma_recording(path):
+    res = conform.check_file(path)
+    assert res.error is None, res.error
+    assert res.cases > 0
+    assert res.ok, "\n".join(map(str, res.mismatches))
+
+
+def test_runner_reports_a_flipped_bit(tmp_path):
+    src = WMMA[0]
+    with np.load(src) as data:
+        arrays = {k: data[k].copy() for k in data.files}
+    arrays["d_frag"][3, 5, 1] ^= 1
+    bad = tmp_path / src.name
+    np.savez_compressed(bad, **arrays)
+    out = io.StringIO()
+    passed, failed = conform.run([bad], out=out)
+    text = out.getvalue()
+    assert failed == 1 and passed == arrays["mode"].size - 1
+    assert f"FAIL {bad.name}" in text
+    assert "case 3: d_frag[5, 1]" in text
+    assert text.strip().endswith(f"{passed} passed, 1 failed")
+
+
+def test_runner_counts_an_unreadable_file_as_failed(tmp_path):
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a recording")
+    out = io.StringIO()
+    passed, failed = conform.run([junk], out=out)
+    assert (passed, failed) == (0, 1)
+    assert "cannot run" in out.getvalue()
+
+
+def test_runner_counts_an_unknown_family_as_failed(tmp_path):
+    src = WMMA[0]
+    with np.load(src) as data:
+        arrays = {k: data[k].copy() for k in data.files}
+    meta = bytes(arrays["meta"]).decode().replace('"family": "wmma"', '"family": "tcgen05"')
+    arrays["meta"] = np.frombuffer(meta.encode(), dtype=np.uint8)
+    path = tmp_path / "other.npz"
+    np.savez_compressed(path, **arrays)
+    out = io.StringIO()
+    passed, failed = conform.run([path], out=out)
+    assert passed == 0 and failed == arrays["mode"].size
+    assert "tcgen05" in out.getvalue()
