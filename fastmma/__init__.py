@@ -2,17 +2,21 @@
 
 Entry points:
 
+* :func:`fastmma.matmul` - a whole GEMM with the numbers of a k-loop of one instruction;
 * :func:`fastmma.mma` - one wgmma or wmma instruction on logical matrices;
 * :mod:`fastmma.wmma` - ``wmma.load`` / ``wmma.mma`` / ``wmma.store`` on warp fragments;
 * :mod:`fastmma.wgmma` - one ``wgmma.mma_async`` on warpgroup registers and shared memory;
+* :class:`fastmma.Warpgroup` - a warpgroup's registers, shared memory and async groups;
 * :func:`fastmma.parse` - PTX instruction text into an instruction object.
 """
 
 from . import errors, formats, isa, wgmma, wmma
 from .errors import FastmmaError
+from .gemm import matmul
 from .isa import parse
 from .mma import mma
+from .warpgroup import Warpgroup
 
 __version__ = "0.1.0"
 
-__all__ = ["mma", "parse", "wmma", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]
+__all__ = ["matmul", "mma", "parse", "Warpgroup", "wmma", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]

@@ -1,0 +1,197 @@
+"""``fastmma.matmul``: a whole GEMM with the numbers of a tensor-core k-loop.
+
+``D = A @ B (+ C)`` computed as a GPU kernel would compute it by issuing one instruction per
+k-step in increasing k: the accumulator starts at C (or +0), and after every instruction it
+is rounded to the instruction's D type.  Each output element is an independent k-loop, so
+M and N may be anything; a K that is not a multiple of the instruction's k is zero-padded at
+the end, as a kernel's out-of-bounds fill would pad it (zero terms take part in the
+hardware's alignment: see :class:`fastmma.isa.numerics.FusedDotRule`).  For the wmma forms
+whose C and D types differ (``.f16.f32``, ``.f32.f16``), the first step reads C in its type
+and later steps read the accumulator in D's type, as the loop's accumulator fragment holds it.
+
+The float rule runs on :mod:`fastmma.kernels.fused_gemm`, integers on
+:mod:`fastmma.kernels.int_gemm`, f64 on :mod:`fastmma.kernels.fma64`: every kernel is
+tested bit for bit against the single-instruction path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .errors import InvalidInstructionError, OperandError
+from .formats import from_bits, get_format, to_bits
+from .isa import WgmmaMmaAsync, WmmaMma, parse
+from .isa.numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+
+SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
+
+
+def resolve_instruction(instruction):
+    """An instruction object from text, a short form or an object.
+
+    Short forms name the shape and types only: ``"m64n256k16.f32.f16.f16"`` is read as
+    ``wgmma.mma_async``, ``"m16n16k16.f32.f32"`` or ``"m16n16k8.f32.tf32.tf32.f32"`` as
+    ``wmma.mma`` (row.col; the layouts do not change the numbers).
+    """
+    if isinstance(instruction, (WgmmaMmaAsync, WmmaMma)):
+        return instruction
+    if not isinstance(instruction, str):
+        raise InvalidInstructionError(
+            f"instruction must be PTX text, a short form such as 'm64n256k16.f32.f16.f16' or a parsed "
+            f"wgmma/wmma instruction, got {type(instruction).__name__}")
+    text = instruction.strip()
+    if text.startswith(("wgmma", "wmma")):
+        inst = parse(text)
+        if not isinstance(inst, (WgmmaMmaAsync, WmmaMma)):
+            raise InvalidInstructionError(f"matmul needs an mma instruction (wgmma.mma_async or wmma.mma), got {inst}")
+        return inst
+    errors = []
+    for prefix in SHORT_FORM_PREFIXES:
+        try:
+            return parse(prefix + text.lstrip("."))
+        except InvalidInstructionError as exc:
+            errors.append(f"as {prefix.split('.')[0]}: {exc}")
+    raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
+
+
+def as_numpy(x, name: str) -> np.ndarray:
+    """A numpy array from a numpy array, array-like or torch tensor (bf16/fp8 tensors become
+    ml_dtypes arrays)."""
+    if type(x).__module__.startswith("torch"):
+        return _from_torch(x)
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - anything numpy cannot take
+        raise OperandError(f"{name} must be an array, got {type(x).__name__} ({exc})") from exc
+
+
+def _from_torch(t) -> np.ndarray:
+    import ml_dtypes
+    import torch
+
+    t = t.detach().cpu().contiguous()
+    special = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16)}
+    for name, target in (("float8_e4m3fn", ml_dtypes.float8_e4m3fn), ("float8_e5m2", ml_dtypes.float8_e5m2)):
+        if hasattr(torch, name):
+            special[getattr(torch, name)] = (torch.uint8, target)
+    if t.dtype in special:
+        raw, target = special[t.dtype]
+        return t.view(raw).numpy().view(target)
+    return t.numpy()
+
+
+def _operand(x, fmt_name: str, name: str, ndim_shape=None) -> np.ndarray:
+    arr = as_numpy(x, name)
+    if arr.ndim != 2:
+        raise OperandError(f"{name} must be a 2-D matrix, got shape {arr.shape}")
+    if ndim_shape is not None and arr.shape != ndim_shape:
+        raise OperandError(f"{name} must have shape {ndim_shape}, got {arr.shape}")
+    return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
+
+
+def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-pad K up to a positive multiple of ``k``."""
+    kk = a.shape[1]
+    pad = (-kk) % k if kk else k
+    if pad:
+        a = np.concatenate([a, np.zeros((a.shape[0], pad), a.dtype)], axis=1)
+        b = np.concatenate([b, np.zeros((pad, b.shape[1]), b.dtype)], axis=0)
+    return a, b
+
+
+def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
+    """``D = A @ B + C`` with the exact numbers of a k-loop of ``instruction``.
+
+    ``A`` (M, K) and ``B`` (K, N) hold the instruction's input types (numpy / ml_dtypes
+    arrays, torch tensors, any strides), ``C`` (M, N) its accumulator type or None.  The
+    instruction's immediates apply (imm-scale-a/b = -1 negate A/B).  Returns a new (M, N)
+    array of the accumulator type.  ``progress(done, total)``, if given, is called as blocks
+    of columns complete (the CLI's progress bar); the numbers do not depend on it.
+    """
+    inst = resolve_instruction(instruction)
+    a = _operand(A, inst.atype, "A")
+    b = _operand(B, inst.btype, "B")
+    m, kk = a.shape
+    if b.shape[0] != kk:
+        raise OperandError(f"A is {a.shape[0]}x{kk} and B is {b.shape[0]}x{b.shape[1]}: their K must agree")
+    n = b.shape[1]
+    ctype, dtype = inst.ctype, inst.dtype
+    use_c = C is not None and (scale_d is None or bool(scale_d))
+    c = _operand(C, ctype, "C", (m, n)) if C is not None else np.zeros((m, n), get_format(ctype).storage)
+    if kk == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)
+        return from_bits(c.copy() if use_c else np.zeros_like(c), dtype)
+    a, b = _pad_k(a, b, inst.shape.k)  # K = 0 with C of another type: one zero step
+    run = _k_loop(inst, use_c)
+    if progress is None:
+        return from_bits(run(a, b, c), dtype)
+    return from_bits(_by_column_blocks(run, a, b, c, get_format(dtype).storage, progress), dtype)
+
+
+def accumulator_instruction(inst):
+    """The instruction a k-loop issues after its first step: the same one, but reading its
+    C in D's type (the accumulator the loop carries).  Differs only for the wmma f16 forms
+    whose C and D types differ."""
+    return inst if inst.ctype == inst.dtype else replace(inst, ctype=inst.dtype)
+
+
+def _k_loop(inst, use_c):
+    """(a, b, c) -> d bits: the whole k-loop; a first step of C's type, if it differs."""
+    rest = accumulator_instruction(inst)
+    if rest is inst:
+        return _kernel(inst, use_c)
+    k = inst.shape.k
+    first, then = _kernel(inst, use_c), _kernel(rest, True)
+
+    def run(a, b, c):
+        d = first(np.ascontiguousarray(a[:, :k]), np.ascontiguousarray(b[:k]), c)
+        if a.shape[1] == k:
+            return d
+        return then(np.ascontiguousarray(a[:, k:]), np.ascontiguousarray(b[k:]), d)
+    return run
+
+
+def _by_column_blocks(run, a, b, c, storage, progress, width: int = 512):
+    n = b.shape[1]
+    d = np.empty((a.shape[0], n), storage)
+    for j0 in range(0, n, width):
+        j1 = min(n, j0 + width)
+        d[:, j0:j1] = run(a, np.ascontiguousarray(b[:, j0:j1]), np.ascontiguousarray(c[:, j0:j1]))
+        progress(j1, n)
+    return d
+
+
+def _kernel(inst, use_c):
+    """A function (a_bits, b_bits, c_bits) -> d_bits applying ``inst``'s rule to a whole GEMM."""
+    rule = inst.rule
+    neg_a = getattr(inst, "imm_scale_a", 1) == -1
+    neg_b = getattr(inst, "imm_scale_b", 1) == -1
+    if isinstance(rule, FusedDotRule):
+        from .kernels import _params
+        from .kernels.fused_gemm import fused_gemm
+
+        pa, pb, pc, pd = (_params(t) for t in (inst.atype, inst.btype, inst.ctype, inst.dtype))
+        emins = {"c_emin": get_format(inst.ctype).min_exponent, "d_emin": get_format(inst.dtype).min_exponent}
+        return lambda a, b, c: fused_gemm(rule, a, b, c, pa, pb, pc, pd, use_c=use_c, neg_a=neg_a, neg_b=neg_b,
+                                          **emins)
+    if isinstance(rule, (IntDotRule, PopcRule)):
+        from .kernels.int_gemm import int_gemm, popc_gemm
+
+        fa, fb = get_format(inst.atype), get_format(inst.btype)
+
+        def run_int(a, b, c):
+            out = np.empty(c.shape, np.uint32)
+            if isinstance(rule, PopcRule):
+                popc_gemm(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
+            else:
+                int_gemm(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int", fb.bits,
+                         fb.kind == "int", rule.group, rule.satfinite, use_c)
+            return out
+        return run_int
+    if isinstance(rule, FmaChainRule):
+        from .kernels.fma64 import mma_f64
+
+        code = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}[rule.rounding]
+        return lambda a, b, c: mma_f64(a, b, c if use_c else np.zeros_like(c), code)
+    raise InvalidInstructionError(f"no GEMM kernel for rule {rule!r}")

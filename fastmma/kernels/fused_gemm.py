@@ -1,0 +1,445 @@
+"""The fused-dot rule (``fused_dot``) for whole GEMMs, at near-BLAS speed.
+
+Same numbers as :func:`fastmma.kernels.fused_dot.fused_dot_mma`, bit for bit, computed
+another way.  For each output element and each group of ``G`` k-terms:
+
+* pass 1: ``e_max = max(e_zero, e_c, max_k(e_a + e_b))`` over the format exponents
+  (subnormals at the smallest normal exponent, zeros at -2^20 so they never win), and the
+  scale ``S = 2^(frac_bits - e_max)``;
+* pass 2: ``T = sum_k trunc(a_k * b_k * S)``.  Each term is below ``2^(frac_bits+2)``, so
+  when the products and scalings are exact the truncating float-to-int conversion is the
+  rule's truncation, and the integer sum is exact;
+* the C (accumulator) term ``trunc(c * S)`` is added in int64, ``(T + t_c) * 2^(e_max -
+  frac_bits)`` is exact in float64 and is rounded to the accumulator by masking bits
+  (toward zero) or by adding and subtracting a power-of-two constant (nearest even); a
+  non-zero sum that underflows keeps its sign, a zero sum is +0, overflow gives inf.
+
+Two lane widths.  The float32 path (16 lanes) keeps exponents, products and scales in
+float32 and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
+pre-multiplied by a power of two ``2^sh`` so that every product and scale is a normal
+float32 (``sh`` is chosen from the exponent range of the data, :func:`prescale`); this
+always exists for f16 and fp8 inputs, and for bf16/tf32 unless the data spans more
+binades than float32 holds.  The float64 path (8 lanes) handles every range.
+
+Infinities and NaNs in A, B or C are not handled by the fast paths: the rows, columns and
+elements they touch are recomputed with the reference kernel afterwards.  An accumulator
+that overflows to infinity from finite inputs stays infinite (finite products cannot cancel
+it).
+
+Blocking: for each N-block of ``NB`` columns and K-block of ``KB``, a decoded B panel is
+shared by the threads, which take blocks of ``MB`` rows; for each group the ``G x NB`` slice
+of the panel stays in L1 while the rows stream past it.  ``G`` is a compile-time constant
+(one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
+from .decode import FINITE, INF, NAN, ZERO, decode_float
+from .fused_dot import ROUND_RNE, ROUND_RZ, fused_group
+
+NEG_EXP = -(1 << 20)  # exponent given to zeros
+_POW2_OFF = 300
+POW2 = np.ldexp(1.0, np.arange(-_POW2_OFF, _POW2_OFF + 1)).astype(np.float64)
+_F16_OVERFLOW = 65536.0
+
+KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 128, 32
+
+
+# ---------------------------------------------------------------- decoding
+
+
+@njit(cache=True, inline="always")
+def _decode_value(x, p, neg):
+    """``(value as float64, exponent, special)`` of one element; zeros and specials get
+    the value 0 and exponent ``NEG_EXP``."""
+    cls, sign, e, sig = decode_float(x, p[0], p[1], p[2], p[3], p[4])
+    if cls == FINITE:
+        v = np.float64(sig) * POW2[e - p[1] + _POW2_OFF]
+        return (-v if sign ^ neg else v), e, False
+    return 0.0, np.int64(NEG_EXP), cls != ZERO
+
+
+@njit(parallel=True, cache=True)
+def scan_rows(bits, p):
+    """Per row: ``(lowest exponent, highest exponent)`` of its non-zero finite elements
+    and whether it holds an inf or NaN."""
+    rows, cols = bits.shape
+    lo_hi = np.empty((rows, 2), np.int64)
+    special = np.zeros(rows, np.bool_)
+    for r in prange(rows):
+        lo, hi, sp = np.int64(1 << 20), np.int64(NEG_EXP), False
+        for c in range(cols):
+            _, e, s = _decode_value(bits[r, c], p, 0)
+            sp |= s
+            if e != NEG_EXP:
+                lo = min(lo, e)
+                hi = max(hi, e)
+        lo_hi[r, 0] = lo
+        lo_hi[r, 1] = hi
+        special[r] = sp
+    return lo_hi, special
+
+
+@njit(parallel=True, cache=True)
+def decode_rows(bits, p, neg, scale, vals, exps):
+    """Values (times ``scale``, a power of two) and exponents of a whole operand."""
+    rows, cols = bits.shape
+    for r in prange(rows):
+        for c in range(cols):
+            v, e, _ = _decode_value(bits[r, c], p, neg)
+            vals[r, c] = v * scale
+            exps[r, c] = e
+
+
+def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
+    """The power ``sh`` that makes the float32 path exact, or None if none exists.
+
+    With products scaled by ``2^sh``: the smallest product must keep all its bits
+    (``lo + sh - man_a - man_b >= -149``), the largest must not overflow (``hi + 2 + sh <=
+    127``), and the largest scale ``2^(frac_bits - e_floor - sh)`` must be finite.  A scale
+    that underflows is taken as 0, which is exact because ``sh <= 125 - hi`` then makes
+    every true term below 1.
+    """
+    if a_lo > a_hi or b_lo > b_hi:  # an all-zero operand: any scale works
+        return max(0, frac_bits - e_floor - 127)
+    lo, hi = a_lo + b_lo, a_hi + b_hi
+    sh_min = max(-149 - lo + a_man + b_man, frac_bits - e_floor - 127)
+    sh_max = 125 - hi
+    return sh_min if sh_min <= sh_max else None
+
+
+# ---------------------------------------------------------------- one group of one row
+
+
+@njit(cache=True, inline="always")
+def _c_exponent(c, c_emin):
+    """Exponent of the accumulator value ``c`` (float32) as the rule sees it."""
+    cb = np.int64(f32_bits(c))
+    ec = max(((cb >> 23) & 0xFF) - 127, c_emin)
+    return ec if (cb & 0x7FFFFFFF) != 0 else NEG_EXP
+
+
+@njit(cache=True, inline="always")
+def _round_rne_f16(x):
+    """``x`` (float64) rounded to nearest even f16 (subnormals at 2^-14, overflow to inf)."""
+    e = ((f64_bits(x) >> 52) & 0x7FF) - 1023
+    q = max(e, -14) - 10
+    magic = f64_from_bits(((q + 1075) << 52) | (np.int64(1) << 51))
+    y = (x + magic) - magic
+    if abs(y) >= _F16_OVERFLOW:
+        y = np.inf if y > 0 else -np.inf
+    elif y == 0.0 and x < 0.0:
+        y = -0.0
+    return np.float32(y)
+
+
+@njit(cache=True, inline="always")
+def _round_rz_f32(x, omb):
+    """``x`` (float64) rounded toward zero to ``omb`` fraction bits of f32 (subnormals at
+    2^-126; overflow past 2^128 gives inf)."""
+    xb = f64_bits(x)
+    e = ((xb >> 52) & 0x7FF) - 1023
+    drop = min((52 - omb) + max(0, -126 - e), 63)
+    return np.float32(f64_from_bits(xb & ~((np.int64(1) << drop) - 1)))
+
+
+@njit(cache=True, inline="always")
+def _exact_sum(old, t, e, frac):
+    """The group's exact sum: ``(t + trunc(c * 2^(frac - e))) * 2^(e - frac)``, c = ``old``
+    unless it is infinite."""
+    c = np.float64(old) if abs(old) < np.inf else 0.0
+    t = np.int64(t) + np.int64(c * f64_from_bits((1023 + frac - e) << 52))
+    return np.float64(t) * f64_from_bits((1023 + e - frac) << 52)
+
+
+@njit(cache=True, inline="always")
+def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
+    """acc = the group's exact sum rounded to the accumulator (an infinite accumulator stays);
+    ec = the exponents of the new values, for the next group.  One loop per rounding mode,
+    so that each vectorises."""
+    if rnd == ROUND_RNE:
+        for j in range(nb):
+            old = acc[j]
+            r = _round_rne_f16(_exact_sum(old, T[j], np.int64(E[j]), frac))
+            r = old if abs(old) == np.inf else r
+            acc[j] = r
+            ec[j] = _c_exponent(r, d_emin)
+    else:
+        for j in range(nb):
+            old = acc[j]
+            r = _round_rz_f32(_exact_sum(old, T[j], np.int64(E[j]), frac), omb)
+            r = old if abs(old) == np.inf else r
+            acc[j] = r
+            ec[j] = _c_exponent(r, d_emin)
+
+
+@njit(cache=True, inline="always")
+def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, frac, sh, e_floor, omb, rnd,
+                 d_emin):
+    """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) and
+    ``ec[:nb]`` (its exponents) updated in place.
+
+    Pass 1 and pass 2 stay in 16-lane float32/int32 arithmetic; the k-terms run in chunks
+    of ``U`` (<= 16) so that LLVM unrolls each chunk."""
+    ef = np.float32(e_floor)
+    for h in range(g0, g0 + G, U):  # pass 1: e_max
+        for j in range(nb):
+            e = max(ef, ec[j]) if h == g0 else E[j]
+            for k in range(U):
+                e = max(e, ea[i, ko + h + k] + epan[h + k, j])
+            E[j] = e
+    top = np.int32(127 + frac - sh)
+    for j in range(nb):  # the float32 scale 2^(frac - e_max - sh), 0 when it underflows
+        x = np.int32(top - np.int32(E[j]))
+        S32[j] = f32_from_bits(np.int32(x << 23)) if x > 0 else np.float32(0)
+    for h in range(g0, g0 + G, U):  # pass 2: truncated terms, exact int32 sums
+        for j in range(nb):
+            s = S32[j]
+            t = np.int32(0) if h == g0 else T32[j]
+            for k in range(U):
+                t = np.int32(t + np.int32((av[i, ko + h + k] * bpan[h + k, j]) * s))
+            T32[j] = t
+    _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
+
+
+@njit(cache=True, inline="always")
+def _group_row64(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh, e_floor, omb, rnd, d_emin):
+    """Float64 lanes (any exponent range): one fused group for one row."""
+    for h in range(g0, g0 + G, U):  # pass 1: e_max
+        for j in range(nb):
+            e = max(np.int64(e_floor), np.int64(ec[j])) if h == g0 else np.int64(E[j])
+            for k in range(U):
+                e = max(e, np.int64(ea[i, ko + h + k]) + np.int64(epan[h + k, j]))
+            E[j] = e
+    for j in range(nb):  # the scale 2^(frac - e_max)
+        S[j] = f64_from_bits((1023 + frac - np.int64(E[j])) << 52)
+    for h in range(g0, g0 + G, U):  # pass 2
+        for j in range(nb):
+            s = S[j]
+            t = np.int64(0) if h == g0 else T[j]
+            for k in range(U):
+                t += np.int64(av[i, ko + h + k] * (bpan[h + k, j] * s))
+            T[j] = t
+    _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin)
+
+
+# ---------------------------------------------------------------- the blocked GEMM
+
+
+@njit(cache=True, inline="always")
+def _rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, frac, sh, e_zero, omb,
+          rnd, d_emin, G, U, wide):
+    """One group for ``mb`` rows of a tile."""
+    for r in range(mb):
+        if wide:
+            _group_row64(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
+                         sh, e_zero, omb, rnd, d_emin)
+        else:
+            _group_row32(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
+                         sh, e_zero, omb, rnd, d_emin)
+
+
+# One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
+# the source of a compiled function for LLVM to unroll the k-terms (numba's parallel
+# outlining would turn arguments into run-time values).
+@njit(cache=True)
+def _rows_g4_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 4, 4, False)
+
+
+@njit(cache=True)
+def _rows_g8_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 8, 8, False)
+
+
+@njit(cache=True)
+def _rows_g16_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 16, 16, False)
+
+
+@njit(cache=True)
+def _rows_g32_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 32, 16, False)
+
+
+@njit(cache=True)
+def _rows_g4_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 4, 4, True)
+
+
+@njit(cache=True)
+def _rows_g8_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 8, 8, True)
+
+
+@njit(cache=True)
+def _rows_g16_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 16, 16, True)
+
+
+@njit(cache=True)
+def _rows_g32_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 32, 16, True)
+
+
+@njit(cache=True, inline="always")
+def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin, d_emin,
+               KB, NB, MB):
+    m, kk = a_val.shape
+    n = b.shape[1]
+    bpan = np.empty((KB, NB), a_val.dtype)
+    epan = np.empty((KB, NB), a_exp.dtype)
+    nmb = (m + MB - 1) // MB
+    for jb in range(0, n, NB):
+        nb = min(NB, n - jb)
+        for kb in range(0, kk, KB):
+            kbs = min(KB, kk - kb)
+            for k in prange(kbs):
+                for j in range(nb):
+                    v, e, _ = _decode_value(b[kb + k, jb + j], bp, neg_b)
+                    bpan[k, j] = v
+                    epan[k, j] = e
+            for ib in prange(nmb):
+                i0 = ib * MB
+                mb = min(MB, m - i0)
+                E = np.empty(NB, a_exp.dtype)
+                S = np.empty(NB, a_val.dtype)
+                T = np.empty(NB, np.int64 if wide else np.int32)
+                tile = np.empty((MB, NB), np.float32)
+                ectile = np.empty((MB, NB), a_exp.dtype)
+                c_e = c_emin if kb == 0 else d_emin
+                for r in range(mb):
+                    for j in range(nb):
+                        c = out[i0 + r, jb + j]
+                        tile[r, j] = c
+                        ectile[r, j] = _c_exponent(c, c_e)
+                for g0 in range(0, kbs, G):
+                    rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, frac, sh,
+                         e_zero, omb, rnd, d_emin)
+                for r in range(mb):
+                    for j in range(nb):
+                        out[i0 + r, jb + j] = tile[r, j]
+
+
+@njit(parallel=True, cache=True)
+def _g4_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g8_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g16_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g32_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g4_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g8_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g16_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g32_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, out, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
+           (4, True): _g4_64, (8, True): _g8_64, (16, True): _g16_64, (32, True): _g32_64}
+
+
+# ---------------------------------------------------------------- specials
+
+
+@njit(parallel=True, cache=True)
+def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
+                   rows, cols, elems):
+    """Recompute with the reference rule every D element in a special row, column or C
+    element (``rows``/``cols`` boolean masks, ``elems`` boolean [M, N])."""
+    m, kk = a.shape
+    n = b.shape[1]
+    for i in prange(m):
+        for j in range(n):
+            if not (rows[i] or cols[j] or elems[i, j]):
+                continue
+            acc = np.uint64(c[i, j])
+            acc_f = cf
+            used = use_c
+            for k0 in range(0, kk, group):
+                acc = fused_group(a, b, i, j, k0, group, af, bf, acc, acc_f, used, neg_a, neg_b,
+                                  frac, e_zero, df, omb, rnd)
+                acc_f = df
+                used = True
+            d[i, j] = acc
+
+
+# ---------------------------------------------------------------- driver
+
+
+def _range(lo_hi) -> tuple[int, int]:
+    return (int(lo_hi[:, 0].min()), int(lo_hi[:, 1].max())) if len(lo_hi) else (1, 0)
+
+
+def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
+               blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None):
+    """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
+    ``rule.group``.
+
+    ``a``, ``b``, ``c``: raw bits; ``af``..``df``: format parameter tuples
+    (``decode.float_params``); ``c_emin``/``d_emin``: smallest normal exponents of C's and
+    D's formats.  ``wide=None`` picks the float32 path when :func:`prescale` allows it;
+    True/False force a path (tests).
+    """
+    m, kk = a.shape
+    n = b.shape[1]
+    rnd = ROUND_RNE if rule.rounding == "rne" else ROUND_RZ
+    a_lo_hi, rows = scan_rows(a, af)
+    b_lo_hi, cols = scan_rows(np.ascontiguousarray(b.T), bf)
+    sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
+    if wide is None:
+        wide = sh is None
+    elif not wide and sh is None:
+        raise ValueError("the data's exponent range does not fit the float32 path")
+    sh = 0 if wide else sh
+    dtype = np.float64 if wide else np.float32
+    a_val = np.empty((m, kk), dtype)
+    a_exp = np.empty((m, kk), np.int32 if wide else np.float32)
+    decode_rows(a, af, int(neg_a), float(2.0 ** sh), a_val, a_exp)
+    if use_c:
+        cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
+        elems = ~np.isfinite(cvals)
+        out = np.where(elems, np.float32(0), cvals).astype(np.float32)
+    else:
+        elems = np.zeros((m, n), np.bool_)
+        out = np.zeros((m, n), np.float32)
+    KB, NB, MB = blocks
+    KB = max(rule.group, KB - KB % rule.group)
+    KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), out, rule.frac_bits, sh, rule.e_zero,
+                                      rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
+    del a_val, a_exp
+    d = out.astype(np.float16).view(np.uint16) if rnd == ROUND_RNE else out.view(np.uint32)
+    if rows.any() or cols.any() or elems.any():
+        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
+                       rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows, cols, elems)
+    return d

@@ -1,0 +1,107 @@
+"""The fast GEMM kernel for the float rule, bit for bit against the reference kernel.
+
+The reference (kernels.fused_dot) is the one the recordings verify; the fast kernel computes
+the same rule another way (float32 or float64 lanes, int32/int64 sums, blocked).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fastmma.formats import get_format
+from fastmma.isa import parse
+from fastmma.kernels import _params, execute
+from fastmma.kernels.fused_gemm import fused_gemm, prescale
+
+INSTRUCTIONS = [
+    "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
+    "wgmma.mma_async.m64n8k16.f32.bf16.bf16", "wgmma.mma_async.m64n8k8.f32.tf32.tf32",
+    "wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", "wgmma.mma_async.m64n8k32.f16.e5m2.e5m2",
+    "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32",
+    "wmma.mma.sync.aligned.row.col.m16n16k16.f16.f32", "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f16",
+]
+
+
+def random_bits(rng, fmt, shape, mode):
+    f = get_format(fmt)
+    if mode == "raw":  # any pattern: NaNs, infinities, subnormals included
+        return rng.integers(0, 1 << f.bits, shape, dtype=np.uint64).astype(f.storage)
+    spread = {"narrow": (-3, 4), "wide": (-20, 20), "tiny": (-40, -10)}[mode]
+    v = rng.standard_normal(shape) * 2.0 ** rng.integers(*spread, shape)
+    with np.errstate(over="ignore"):
+        v = v.astype(np.float32 if fmt == "tf32" else f.value_dtype)
+    return v.view(f.storage)
+
+
+def run(text, a, b, c, use_c=True, wide=None, blocks=None):
+    inst = parse(text)
+    neg = dict(neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
+    kw = dict(c_emin=get_format(inst.ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
+              use_c=use_c, wide=wide, **neg)
+    if blocks:
+        kw["blocks"] = blocks
+    got = fused_gemm(inst.rule, a, b, c, *(_params(t) for t in (inst.atype, inst.btype, inst.ctype, inst.dtype)), **kw)
+    ref = execute(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype, use_c=use_c, **neg)
+    return got, ref
+
+
+@pytest.mark.parametrize("text", INSTRUCTIONS)
+@pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "raw"])
+@pytest.mark.parametrize("wide", [False, True])
+def test_both_lane_widths_equal_the_reference(text, mode, wide):
+    inst = parse(text)
+    rng = np.random.default_rng(abs(hash((text, mode))) % 2**32)
+    k = 4 * inst.rule.group
+    a = random_bits(rng, inst.atype, (37, k), mode)
+    b = random_bits(rng, inst.btype, (k, 45), mode)
+    c = random_bits(rng, inst.ctype, (37, 45), mode)
+    try:
+        got, ref = run(text, a, b, c, wide=wide)
+    except ValueError:
+        assert not wide and inst.atype in ("bf16", "tf32") and mode == "raw"  # no float32 path exists
+        return
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("blocks", [(16, 8, 1), (32, 24, 5), (512, 128, 32)])
+def test_blocking_does_not_change_bits(blocks):
+    rng = np.random.default_rng(1)
+    a = random_bits(rng, "f16", (70, 96), "wide")
+    b = random_bits(rng, "f16", (96, 50), "wide")
+    c = random_bits(rng, "f32", (70, 50), "wide")
+    got, ref = run(INSTRUCTIONS[0], a, b, c, blocks=blocks)
+    assert np.array_equal(got, ref)
+
+
+def test_negation_and_absent_c():
+    rng = np.random.default_rng(2)
+    text = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {a,b,c,d}, x, y, p, -1, -1, 0, 0;"
+    a = random_bits(rng, "f16", (20, 32), "narrow")
+    b = random_bits(rng, "f16", (32, 9), "narrow")
+    c = random_bits(rng, "f32", (20, 9), "narrow")
+    for use_c in (True, False):
+        got, ref = run(text, a, b, c, use_c=use_c)
+        assert np.array_equal(got, ref)
+
+
+def test_prescale_exists_for_f16_and_fp8_whatever_the_data():
+    # the extreme exponents of each format
+    assert prescale(-14, 15, -14, 15, 10, 10, 25, -133) is not None
+    assert prescale(-14, 15, -14, 15, 10, 10, 25, -21) is not None
+    assert prescale(-6, 8, -14, 15, 3, 2, 13, -133) is not None
+    assert prescale(-126, 127, -126, 127, 7, 7, 25, -133) is None  # full bf16 range: float64 lanes
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), text=st.sampled_from(INSTRUCTIONS),
+       m=st.integers(1, 40), n=st.integers(1, 40), groups=st.integers(1, 5),
+       mode=st.sampled_from(["narrow", "wide", "tiny", "raw"]))
+def test_random_shapes(seed, text, m, n, groups, mode):
+    inst = parse(text)
+    rng = np.random.default_rng(seed)
+    k = groups * inst.rule.group
+    a = random_bits(rng, inst.atype, (m, k), mode)
+    b = random_bits(rng, inst.btype, (k, n), mode)
+    c = random_bits(rng, inst.ctype, (m, n), mode)
+    got, ref = run(text, a, b, c)
+    assert np.array_equal(got, ref)

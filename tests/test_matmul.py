@@ -1,0 +1,155 @@
+"""fastmma.matmul against the single-instruction path chained tile by tile, bit for bit."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fastmma
+from fastmma.errors import InvalidInstructionError, OperandError
+from fastmma.formats import get_format
+from fastmma.gemm import accumulator_instruction, matmul, resolve_instruction
+
+FLOAT_INSTRUCTIONS = [
+    "m64n16k16.f32.f16.f16", "m64n16k16.f16.f16.f16", "m64n16k16.f32.bf16.bf16", "m64n16k8.f32.tf32.tf32",
+    "m64n16k32.f32.e4m3.e5m2", "m64n16k32.f16.e5m2.e4m3", "m64n16k32.f32.e5m2.e5m2",
+    "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32",
+    "wmma.mma.sync.aligned.row.col.m16n16k16.f16.f32", "wmma.mma.sync.aligned.row.col.m32n8k16.f32.f16",
+    "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {d0,d1,d2,d3,d4,d5,d6,d7}, a, b, p, -1, 1, 0, 0;",
+]
+INT_INSTRUCTIONS = [
+    "m64n16k32.s32.s8.u8", "m64n16k32.s32.u8.s8.satfinite", "m64n16k256.s32.b1.b1.and.popc",
+    "wmma.mma.sync.aligned.row.col.m8n8k32.s32.s4.s4.s32.satfinite",
+    "wmma.mma.xor.popc.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32",
+    "wmma.mma.sync.aligned.row.col.m8n8k4.rm.f64.f64.f64.f64",
+]
+
+
+def values(rng, fmt, shape, mode):
+    f = get_format(fmt)
+    if f.is_float:
+        scale = {"narrow": 3, "wide": 20, "tiny": 40, "specials": 3}[mode]
+        v = rng.standard_normal(shape) * 2.0 ** rng.integers(-scale, scale // 2 + 1, shape)
+        if mode == "tiny":
+            v *= 2.0 ** -30
+        if mode == "specials":
+            v = rng.standard_normal(shape)
+            flat = v.reshape(-1)
+            picks = rng.integers(0, flat.size, max(1, flat.size // 20))
+            flat[picks] = rng.choice([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e-30], picks.size)
+        dt = np.float32 if fmt == "tf32" else f.value_dtype
+        with np.errstate(over="ignore", invalid="ignore"):
+            return v.astype(dt)
+    if fmt == "b1":
+        return rng.integers(0, 2, shape).astype(np.uint8)
+    lo, hi = {"s8": (-128, 127), "u8": (0, 255), "s4": (-8, 7), "u4": (0, 15), "s32": (-2**31, 2**31 - 1)}[fmt]
+    return rng.integers(lo, hi + 1, shape).astype(f.value_dtype)
+
+
+def chained(inst, A, B, C):
+    """The k-loop: one fastmma.mma per instruction tile, zero-padded at the edges."""
+    m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    M, K = A.shape
+    N = B.shape[1]
+    pad = lambda x, r, c: np.pad(x, ((0, r - x.shape[0]), (0, c - x.shape[1])))
+    Mp, Np, Kp = -(-M // m) * m, -(-N // n) * n, max(k, -(-K // k) * k)
+    Ap, Bp = pad(A, Mp, Kp), pad(B, Kp, Np)
+    D = np.zeros((Mp, Np), get_format(inst.dtype).value_dtype if inst.dtype != "f32" else np.float32)
+    for i in range(0, Mp, m):
+        for j in range(0, Np, n):
+            acc = None if C is None else pad(C, Mp, Np)[i:i + m, j:j + n]
+            for kk in range(0, Kp, k):
+                step = inst if kk == 0 else accumulator_instruction(inst)
+                acc = fastmma.mma(step, Ap[i:i + m, kk:kk + k], Bp[kk:kk + k, j:j + n], acc)
+            D[i:i + m, j:j + n] = acc
+    return D[:M, :N]
+
+
+def bits(x):
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}")
+
+
+@pytest.mark.parametrize("text", FLOAT_INSTRUCTIONS)
+@pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "specials"])
+@pytest.mark.parametrize("shape", [(67, 23, 70), (1, 5, 3), (130, 17, 96)])
+def test_float_matmul_equals_chained_instructions(text, mode, shape):
+    inst = resolve_instruction(text)
+    M, N, K = shape
+    rng = np.random.default_rng(abs(hash((text, mode, shape))) % 2**32)
+    A, B = values(rng, inst.atype, (M, K), mode), values(rng, inst.btype, (K, N), mode)
+    C = values(rng, inst.ctype, (M, N), mode)
+    got = matmul(A, B, C, instruction=text)
+    assert np.array_equal(bits(got), bits(chained(inst, A, B, C)))
+
+
+@pytest.mark.parametrize("text", INT_INSTRUCTIONS)
+@pytest.mark.parametrize("shape", [(70, 19, 300), (3, 1, 1), (64, 16, 512)])
+def test_integer_and_f64_matmul_equals_chained_instructions(text, shape):
+    inst = resolve_instruction(text)
+    M, N, K = shape
+    rng = np.random.default_rng(abs(hash((text, shape))) % 2**32)
+    A, B = values(rng, inst.atype, (M, K), "wide"), values(rng, inst.btype, (K, N), "wide")
+    C = values(rng, inst.ctype, (M, N), "wide")
+    assert np.array_equal(bits(matmul(A, B, C, instruction=text)), bits(chained(inst, A, B, C)))
+    assert np.array_equal(bits(matmul(A, B, instruction=text)), bits(chained(inst, A, B, None)))
+
+
+def test_accumulator_overflow_to_infinity_stays_infinite():
+    A = np.full((4, 64), 60000, np.float16)
+    B = np.full((64, 4), 60000, np.float16)
+    got = matmul(A, B, instruction="m64n8k16.f32.f16.f16")
+    # 16 products of 3.6e9 per step stay finite in f32; nothing here overflows f32...
+    assert np.all(np.isfinite(got))
+    got16 = matmul(A, B, instruction="m64n8k16.f16.f16.f16")
+    # ...but an f16 accumulator overflows on the first step and stays +inf
+    assert np.all(got16 == np.inf)
+    assert np.array_equal(bits(got16), bits(chained(resolve_instruction("m64n8k16.f16.f16.f16"), A, B, None)))
+
+
+def test_non_contiguous_and_short_forms():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((80, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 48)).astype(np.float16)
+    full = matmul(A, B, instruction="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16")
+    short = matmul(np.asfortranarray(A), B[:, ::1], instruction="m64n8k16.f32.f16.f16")
+    strided = matmul(A[::2], B, instruction="m64n8k16.f32.f16.f16")
+    assert np.array_equal(bits(full), bits(short))
+    assert np.array_equal(bits(full[::2]), bits(strided))
+
+
+def test_k_zero_returns_c():
+    C = np.array([[-0.0, 1.5]], np.float32)
+    D = matmul(np.zeros((1, 0), np.float16), np.zeros((0, 2), np.float16), C, instruction="m64n8k16.f32.f16.f16")
+    assert np.array_equal(bits(D), bits(C))
+
+
+@pytest.mark.parametrize("call,error,needle", [
+    (lambda: matmul(np.zeros((4, 16), np.float16), np.zeros((8, 4), np.float16), instruction="m64n8k16.f32.f16.f16"),
+     OperandError, "K must agree"),
+    (lambda: matmul(np.zeros((4, 16), np.float32), np.zeros((16, 4), np.float16), instruction="m64n8k16.f32.f16.f16"),
+     OperandError, "float16"),
+    (lambda: matmul(np.zeros(16, np.float16), np.zeros((16, 4), np.float16), instruction="m64n8k16.f32.f16.f16"),
+     OperandError, "2-D"),
+    (lambda: matmul(np.zeros((4, 16), np.float16), np.zeros((16, 4), np.float16), np.zeros((4, 5), np.float32),
+                    instruction="m64n8k16.f32.f16.f16"), OperandError, r"\(4, 4\)"),
+    (lambda: matmul(np.zeros((4, 16), np.float16), np.zeros((16, 4), np.float16), instruction="m64n8k16.f64.f16.f16"),
+     InvalidInstructionError, "short form"),
+    (lambda: matmul(np.zeros((4, 16), np.float16), np.zeros((16, 4), np.float16), instruction="wgmma.fence.sync.aligned"),
+     InvalidInstructionError, "mma instruction"),
+    (lambda: matmul(np.zeros((4, 16), np.float16), np.zeros((16, 4), np.float16), instruction=3),
+     InvalidInstructionError, "PTX text"),
+])
+def test_bad_input_is_refused(call, error, needle):
+    with pytest.raises(error, match=needle):
+        call()
+
+
+def test_torch_tensors_when_installed():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    A = rng.standard_normal((32, 48)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((48, 8)).astype(ml_dtypes.bfloat16)
+    ta = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
+    tb = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
+    got = matmul(ta, tb, instruction="m64n8k16.f32.bf16.bf16")
+    assert np.array_equal(bits(got), bits(matmul(A, B, instruction="m64n8k16.f32.bf16.bf16")))
