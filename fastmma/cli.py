@@ -1,4 +1,4 @@
-"""The ``fastmma`` command line: ``conform``, ``gemm``, ``info``, ``explain``.
+"""The ``fastmma`` command line: ``gemm``, ``conform``, ``info``, ``explain``.
 
 Errors of fastmma's own print as one line on stderr and exit with status 2.
 """
@@ -6,9 +6,134 @@ Errors of fastmma's own print as one line on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
+import time
+from pathlib import Path
 
-from .errors import FastmmaError
+import numpy as np
+
+from .errors import FastmmaError, OperandError
+
+DEFAULT_INSTRUCTION = "m64n256k16.f32.f16.f16"
+PROGRESS_MIN_MACS = 1 << 31  # show a bar for GEMMs of at least this many multiply-adds
+
+
+# ---------------------------------------------------------------- progress bar
+
+
+class ProgressBar:
+    """A one-line text bar on a stream, redrawn in place."""
+
+    def __init__(self, stream, width: int = 30, label: str = "gemm"):
+        self.stream, self.width, self.label = stream, width, label
+        self.start = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        frac = done / total if total else 1.0
+        fill = int(round(frac * self.width))
+        elapsed = time.perf_counter() - self.start
+        self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (self.width - fill)}] {100 * frac:5.1f}% "
+                          f"{elapsed:6.1f}s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+# ---------------------------------------------------------------- gemm
+
+
+def _random_operand(rng, fmt, shape):
+    if fmt.is_float:
+        v = rng.standard_normal(shape)
+        return v.astype(np.float32 if fmt.name == "tf32" else fmt.value_dtype)
+    if fmt.name == "b1":
+        return rng.integers(0, 2, shape).astype(np.uint8)
+    lo, hi = (-(1 << (fmt.bits - 1)), (1 << (fmt.bits - 1)) - 1) if fmt.kind == "int" else (0, (1 << fmt.bits) - 1)
+    return rng.integers(lo, hi + 1, shape).astype(fmt.value_dtype)
+
+
+def _load(path, name):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise OperandError(f"--{name}: cannot read {path} as a .npy array ({exc})") from exc
+
+
+def _reference(inst, A, B, C):
+    """The exact (integer) or float64 product, for the error report."""
+    if inst.atype in ("s8", "u8", "s4", "u4", "b1"):
+        if inst.atype == "b1":
+            a, b = A.astype(np.int64), B.astype(np.int64)
+            prod = (a[:, :, None] ^ b[None] if inst.op == "xor" else a[:, :, None] & b[None]).sum(axis=1)
+        else:
+            prod = A.astype(np.int64) @ B.astype(np.int64)
+        return prod + (0 if C is None else C.astype(np.int64))
+    return A.astype(np.float64) @ B.astype(np.float64) + (0 if C is None else C.astype(np.float64))
+
+
+def _cmd_gemm(args) -> int:
+    from .formats import get_format
+    from .gemm import matmul, resolve_instruction
+
+    inst = resolve_instruction(args.instruction)
+    fa, fb, fc = get_format(inst.atype), get_format(inst.btype), get_format(inst.ctype)
+    if args.a or args.b:
+        if not (args.a and args.b):
+            raise OperandError("--a and --b go together (give both .npy files, or neither for random inputs)")
+        A, B = _load(args.a, "a"), _load(args.b, "b")
+        C = _load(args.c, "c") if args.c else None
+        source = f"A={args.a} B={args.b}" + (f" C={args.c}" if args.c else "")
+    else:
+        m = args.m or args.size
+        n = args.n or args.size
+        k = args.k or args.size
+        if min(m, n, k) < 1:
+            raise OperandError(f"matrix sizes must be positive, got M={m} N={n} K={k}")
+        rng = np.random.default_rng(args.seed)
+        A, B = _random_operand(rng, fa, (m, k)), _random_operand(rng, fb, (k, n))
+        C = _random_operand(rng, fc, (m, n)) if args.with_c else None
+        source = f"random inputs (standard normal / full-range integers), seed {args.seed}"
+    M, K = A.shape if A.ndim == 2 else (0, 0)
+    N = B.shape[1] if B.ndim == 2 else 0
+    out = sys.stdout
+    print(f"instruction: {inst}", file=out)
+    print(f"shape: M={M} N={N} K={K}; {source}", file=out)
+    macs = M * N * K
+    bar = None
+    if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
+        bar = ProgressBar(sys.stderr)
+    t0 = time.perf_counter()
+    D = matmul(A, B, C, instruction=inst, progress=bar)
+    dt = time.perf_counter() - t0
+    print(f"time: {dt:.3f} s ({macs / dt / 1e9:.2f} G multiply-adds/s)", file=out)
+    if args.out:
+        np.save(args.out, D)
+        print(f"D ({D.dtype}, bit-exact) written to {args.out}", file=out)
+    if not args.no_check:
+        _report_error(inst, A, B, C, D, out)
+    return 0
+
+
+def _report_error(inst, A, B, C, D, out):
+    ref = _reference(inst, A, B, C)
+    if inst.dtype == "s32":
+        differ = int((D.astype(np.int64) != ref).sum())
+        print(f"vs the exact integer product: {differ} of {D.size} entries differ (s32 wrap or saturation)",
+              file=out)
+        return
+    d = D.astype(np.float64)
+    finite = np.isfinite(d) & np.isfinite(ref)
+    if not finite.any():
+        print("vs float64 reference: no finite entries to compare", file=out)
+        return
+    err = np.abs(d - ref)[finite]
+    rel = err / np.maximum(np.abs(ref[finite]), np.finfo(np.float64).tiny)
+    print(f"vs float64 reference: max abs error {err.max():.3g}, max rel error {rel.max():.3g} "
+          f"({int(finite.sum())} finite entries)", file=out)
+
+
+# ---------------------------------------------------------------- conform / info / explain
 
 
 def _cmd_conform(args) -> int:
@@ -18,13 +143,123 @@ def _cmd_conform(args) -> int:
     return 1 if failed else 0
 
 
+def default_recordings() -> Path | None:
+    """tests/golden of a source checkout, if this fastmma runs from one."""
+    here = Path(__file__).resolve().parent.parent / "tests" / "golden"
+    return here if here.is_dir() else None
+
+
+def _cmd_info(args) -> int:
+    import ml_dtypes
+    import numba
+
+    from . import __version__
+    from .conform import check_file, recording_files
+
+    print(f"fastmma {__version__}")
+    print(f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
+          f"ml_dtypes {ml_dtypes.__version__}")
+    print(f"threads: numba {numba.get_num_threads()} of {numba.config.NUMBA_NUM_THREADS} "
+          f"(set NUMBA_NUM_THREADS to change); machine: {platform.machine()}, {platform.processor() or '?'}")
+    print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
+          "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1)")
+    root = Path(args.recordings) if args.recordings else default_recordings()
+    if root is None:
+        print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
+        return 0
+    by_family: dict[str, list[int]] = {}
+    for path in recording_files([root]):
+        res = check_file(path, limit=0)
+        tally = by_family.setdefault(_family_key(path.stem), [0, 0])
+        tally[0] += res.passed if res.error is None else 0
+        tally[1] += res.cases
+    print(f"recorded H100 cases passing ({root}):")
+    for key in sorted(by_family):
+        ok, total = by_family[key]
+        print(f"  {key:<28} {ok:>5} / {total}")
+    return 0
+
+
+def _family_key(stem: str) -> str:
+    parts = stem.split(".")
+    if parts[0] == "wgmma":
+        rest = parts[2:] if parts[1] == "chain4" else parts[1:]
+        types = ".".join(rest[1:4])
+        return f"wgmma {types}" + (" chain4" if parts[1] == "chain4" else "")
+    return f"wmma {parts[1]} {parts[4]}.{parts[6]}"
+
+
+def _cmd_explain(args) -> int:
+    from .isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore
+    from .gemm import resolve_instruction
+    from .isa import parse
+
+    text = args.instruction
+    inst = parse(text) if text.strip().startswith(("wgmma", "wmma")) else resolve_instruction(text)
+    print(f"instruction: {inst}")
+    print(f"kind: {type(inst).__name__} ({inst.opcode})")
+    if isinstance(inst, WgmmaMmaAsync):
+        s = inst.shape
+        print(f"shape: M={s.m} N={s.n} K={s.k}; D/C .{inst.dtype}, A .{inst.atype}, B .{inst.btype}"
+              + (", .satfinite" if inst.satfinite else "") + (f", .{inst.op}.popc" if inst.op else ""))
+        print(f"operands: A {s.m}x{s.k} from {inst.a_source or 'a descriptor or registers'}; B {s.k}x{s.n} from "
+              f"a descriptor; D {s.m}x{s.n}")
+        print(f"fragments per thread (128 threads): D {inst.d_regs} registers"
+              + (" (.f16x2)" if inst.dtype == "f16" else "") + f"; A in registers: {inst.a_regs} registers")
+        print(f"immediates: imm-scale-a {inst.imm_scale_a}, imm-scale-b {inst.imm_scale_b}, "
+              f"imm-trans-a {inst.imm_trans_a}, imm-trans-b {inst.imm_trans_b}")
+        print(f"numerics: {inst.rule.describe()}")
+    elif isinstance(inst, WmmaMma):
+        s = inst.shape
+        print(f"shape: M={s.m} N={s.n} K={s.k}; A .{inst.atype} ({inst.alayout}), B .{inst.btype} ({inst.blayout}), "
+              f"C .{inst.ctype}, D .{inst.dtype}" + (f", rounding .{inst.rounding}" if inst.rounding else ""))
+        regs = ", ".join(f"{m.upper()} {inst.fragment_regs(m)}" for m in "abcd")
+        print(f"fragments per lane (32 lanes), registers: {regs}"
+              + (" (64-bit)" if inst.atype == "f64" else ""))
+        print(f"numerics: {inst.rule.describe()}")
+    elif isinstance(inst, (WmmaLoad, WmmaStore)):
+        print(f"matrix {inst.matrix.upper()}, .{inst.shape}, .{inst.type}, layout .{inst.layout}, state space "
+              f"{'.' + inst.state_space if inst.state_space else 'generic'}; {inst.regs} registers per lane")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fastmma", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="fastmma", description="Bit-exact Hopper (sm_90a) wgmma/wmma on the CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("gemm", help="a bit-exact GEMM with a k-loop of one instruction")
+    p.add_argument("--instruction", "-i", default=DEFAULT_INSTRUCTION,
+                   help=f"PTX text or short form (default {DEFAULT_INSTRUCTION})")
+    p.add_argument("--size", type=int, default=1024, help="M = N = K for random inputs (default 1024)")
+    p.add_argument("--m", type=int, help="rows of A and D (overrides --size)")
+    p.add_argument("--n", type=int, help="columns of B and D (overrides --size)")
+    p.add_argument("--k", type=int, help="columns of A, rows of B (overrides --size)")
+    p.add_argument("--a", metavar="A.npy", help="A from a .npy file (with --b)")
+    p.add_argument("--b", metavar="B.npy", help="B from a .npy file (with --a)")
+    p.add_argument("--c", metavar="C.npy", help="C from a .npy file")
+    p.add_argument("--with-c", action="store_true", help="random inputs: add a random C")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--out", "-o", metavar="D.npy", help="write D to a .npy file")
+    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="progress bar on stderr (auto: GEMMs of 2^31 multiply-adds or more)")
+    p.add_argument("--no-check", action="store_true", help="skip the error report against a float64 reference")
+    p.set_defaults(func=_cmd_gemm)
+
     p = sub.add_parser("conform", help="replay hardware recordings (golden format v1) and compare every bit")
     p.add_argument("paths", nargs="+", help="recording files or directories")
     p.add_argument("--show", type=int, default=8, metavar="N", help="mismatches to print per file (default 8)")
     p.set_defaults(func=_cmd_conform)
+
+    p = sub.add_parser("info", help="versions, threads, instruction families and recorded cases passing")
+    p.add_argument("--recordings", metavar="DIR", help="recordings to check (default: tests/golden of a checkout)")
+    p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser("explain", help="what an instruction is: qualifiers, sizes, numerics rule")
+    p.add_argument("instruction", help="PTX text or short form")
+    p.set_defaults(func=_cmd_explain)
     return parser
 
 
@@ -33,5 +268,6 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except FastmmaError as exc:
-        print(f"fastmma: error: {exc}", file=sys.stderr)
+        message = " ".join(str(exc).split())
+        print(f"fastmma: error: {message}", file=sys.stderr)
         return 2
