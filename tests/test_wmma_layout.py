@@ -198,10 +198,10 @@ BIG = 1 << 14
 
 
 @pytest.mark.parametrize("matrix,shape,etype,layout,bad,good", [
-    ("a", "m16n16k16", "f16", "row", 8, 16),
+    ("a", "m16n16k16", "f16", "row", 16, 32),
     ("a", "m16n16k16", "s8", "row", 4, 8),
     ("a", "m8n32k16", "u8", "col", 2, 4),
-    ("c", "m16n16k16", "f32", "row", 8, 16),
+    ("c", "m16n16k16", "f32", "row", 16, 32),
     ("c", "m32n8k16", "f16", "col", 8, 16),
     ("b", "m16n16k8", "tf32", "col", 8, 16),
     ("a", "m8n8k4", "f64", "row", 4, 8),

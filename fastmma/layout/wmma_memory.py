@@ -33,8 +33,9 @@ Taken literally that rule contradicts the section's own default strides where a 
 row-major ``.f16`` B of ``.m32n8k16``.  The hardware recordings (tests/golden/wmma) also load
 and store correctly on an H100 with strides that are odd multiples of 16 bytes for 32-byte
 fragments (``.f16`` A/B, ``.f32``/``.s32`` C/D), and no single memory access is wider than
-16 bytes.  fastmma therefore requires alignment to ``min(fragment_bytes, 16)`` by default
-(:func:`required_alignment`) and the literal ISA rule with ``isa_strict=True``.
+16 bytes.  fastmma therefore requires the address to be aligned to the fragment size, as the
+ISA says, and the stride to ``min(fragment_bytes, 16)`` bytes (:func:`required_alignment`); the
+literal rule for the stride too with ``isa_strict=True``.
 
 Every check runs before memory is touched.  Vectorized numpy throughout: the element indices
 are computed as one array and gathered or scattered with fancy indexing.
@@ -46,46 +47,23 @@ import numpy as np
 
 from ..errors import AlignmentError, MemoryBoundsError, OperandError
 from ..formats import Format, get_format
+from ..isa import tables
 
-#: ``.shape`` qualifier -> (M, N, K)
-SHAPES: dict[str, tuple[int, int, int]] = {
-    "m16n16k16": (16, 16, 16),
-    "m8n32k16": (8, 32, 16),
-    "m32n8k16": (32, 8, 16),
-    "m16n16k8": (16, 16, 8),
-    "m8n8k4": (8, 8, 4),
-    "m8n8k32": (8, 8, 32),
-    "m8n8k128": (8, 8, 128),
-}
+def _dims(shape: str) -> tuple[int, int, int]:
+    m, rest = shape[1:].split("n")
+    n, k = rest.split("k")
+    return int(m), int(n), int(k)
 
-_HALF_SHAPES = ("m16n16k16", "m8n32k16", "m32n8k16")
 
-#: (matrix, shape) -> element types the ISA allows for that operand
+#: ``.shape`` qualifier -> (M, N, K), from the ISA tables
+SHAPES: dict[str, tuple[int, int, int]] = {s: _dims(s) for s in tables.WMMA_SHAPES}
+
+#: (matrix, shape) -> element types the ISA allows for that operand (from the ISA tables)
 ELEMENT_TYPES: dict[tuple[str, str], tuple[str, ...]] = {
-    **{(m, s): ("f16", "bf16", "s8", "u8") for s in _HALF_SHAPES for m in "ab"},
-    **{(m, s): ("f16", "f32", "s32") for s in _HALF_SHAPES for m in "cd"},
-    ("a", "m16n16k8"): ("tf32",), ("b", "m16n16k8"): ("tf32",),
-    ("c", "m16n16k8"): ("f32",), ("d", "m16n16k8"): ("f32",),
-    **{(m, "m8n8k4"): ("f64",) for m in "abcd"},
-    ("a", "m8n8k32"): ("s4", "u4"), ("b", "m8n8k32"): ("s4", "u4"),
-    ("c", "m8n8k32"): ("s32",), ("d", "m8n8k32"): ("s32",),
-    ("a", "m8n8k128"): ("b1",), ("b", "m8n8k128"): ("b1",),
-    ("c", "m8n8k128"): ("s32",), ("d", "m8n8k128"): ("s32",),
+    (m, s): tuple(dict.fromkeys(t for row in tables.wmma_rows_for_shape(s)
+                                for t in (row.ab_types if m in "ab" else row.cd_types)))
+    for s in SHAPES for m in "abcd"
 }
-
-# Registers in the fragment vector (PTX ISA 9.7.14.4.1, "Matrix Fragments for WMMA"):
-# (shape, matrix, type) -> count; a register is 32 bits, except .f64 registers (64 bits).
-_AB_REGS = {  # shape -> {type: (A registers, B registers)}
-    "m16n16k16": {"f16": (8, 8), "bf16": (4, 4), "s8": (2, 2), "u8": (2, 2)},
-    "m8n32k16": {"f16": (8, 8), "bf16": (2, 8), "s8": (1, 4), "u8": (1, 4)},
-    "m32n8k16": {"f16": (8, 8), "bf16": (8, 2), "s8": (4, 1), "u8": (4, 1)},
-    "m16n16k8": {"tf32": (4, 4)},
-    "m8n8k4": {"f64": (1, 1)},
-    "m8n8k32": {"s4": (1, 1), "u4": (1, 1)},
-    "m8n8k128": {"b1": (1, 1)},
-}
-_CD_REGS = {"f16": 4, "f32": 8, "s32": 8, "f64": 2}  # f64 and s32 of m8n8k* are 2 registers
-_M8N8_SHAPES = ("m8n8k4", "m8n8k32", "m8n8k128")
 
 LAYOUTS = ("row", "col")
 MATRICES = ("a", "b", "c", "d")
@@ -134,9 +112,7 @@ def default_stride(matrix: str, shape: str, layout: str) -> int:
 def fragment_registers(matrix: str, shape: str, elem_type: str) -> int:
     """Registers in the fragment vector of ``wmma.load``/``wmma.store``/``wmma.mma``."""
     matrix, shape, elem_type = check_operand(matrix, shape, elem_type)
-    if matrix in "ab":
-        return _AB_REGS[shape][elem_type]["ab".index(matrix)]
-    return 2 if shape in _M8N8_SHAPES else _CD_REGS[elem_type]
+    return tables.wmma_fragment_regs(matrix, shape, elem_type)
 
 
 def fragment_bytes(matrix: str, shape: str, elem_type: str) -> int:
@@ -145,14 +121,16 @@ def fragment_bytes(matrix: str, shape: str, elem_type: str) -> int:
     return regs * (8 if elem_type.lstrip(".") == "f64" else 4)
 
 
-def required_alignment(matrix: str, shape: str, elem_type: str, isa_strict: bool = False) -> int:
-    """Byte alignment required of the address and of ``stride * bits / 8``.
+def required_alignment(matrix: str, shape: str, elem_type: str, isa_strict: bool = False) -> tuple[int, int]:
+    """``(address, stride)``: the byte alignments required of the address and of
+    ``stride * bits / 8``.
 
-    ``isa_strict=False`` (default): ``min(fragment_bytes, 16)``, what the H100 recordings
-    show to work.  ``isa_strict=True``: the fragment size, as 9.7.14.4.2 states it.
+    The address: the fragment size, as 9.7.14.4.2 states it.  The stride: ``min(fragment
+    size, 16)``, what the H100 recordings and the ISA's own default strides show to work;
+    ``isa_strict=True`` demands the fragment size of the stride too.
     """
     size = fragment_bytes(matrix, shape, elem_type)
-    return size if isa_strict else min(size, MAX_ACCESS_BYTES)
+    return size, (size if isa_strict else min(size, MAX_ACCESS_BYTES))
 
 
 def _as_format(fmt) -> Format:
@@ -179,7 +157,7 @@ def _check_mem(mem, writable: bool) -> np.ndarray:
 
 
 def check_access(mem_size: int, offset, rows: int, cols: int, layout: str, ld, fmt,
-                 align: int | None = None) -> tuple[int, int]:
+                 align: int | tuple[int, int] | None = None) -> tuple[int, int]:
     """Validate one matrix access; returns ``(offset, ld)`` as ints.
 
     Raises :class:`OperandError` for a bad layout, size or a stride below the leading
@@ -200,11 +178,14 @@ def check_access(mem_size: int, offset, rows: int, cols: int, layout: str, ld, f
     if not isinstance(offset, (int, np.integer)) or isinstance(offset, (bool, np.bool_)):
         raise OperandError(f"offset must be an integer byte offset; got {offset!r}")
     offset = int(offset)
-    align = max(1, fmt.bits // 8) if align is None else _check_int("align", align, 1)
-    if offset % align:
+    if align is None:
+        align = max(1, fmt.bits // 8)
+    addr_align, align = (align, align) if not isinstance(align, tuple) else align
+    addr_align, align = _check_int("align", addr_align, 1), _check_int("align", align, 1)
+    if offset % addr_align:
         raise AlignmentError(
-            f"offset (address) of a .{fmt.name} matrix must be a multiple of {align} bytes; "
-            f"got {offset} (remainder {offset % align})"
+            f"offset (address) of a .{fmt.name} matrix must be a multiple of {addr_align} bytes "
+            f"(the fragment size); got {offset} (remainder {offset % addr_align})"
         )
     if (ld * fmt.bits) % (8 * align):
         raise AlignmentError(
