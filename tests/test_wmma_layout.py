@@ -238,8 +238,11 @@ def test_stride_alignment(matrix, shape, etype, layout, bad, good):
 
 def test_isa_strict_alignment():
     mem = np.zeros(BIG, np.uint8)
-    # 32-byte fragment: the ISA's literal rule wants 32-byte lines; the H100 needs 16
-    load_wmma_matrix(mem, 16, "a", "m16n16k16", "f16", "row", 24)
+    # 32-byte fragment: the address must be 32-byte aligned (the ISA's rule, in both modes);
+    # the ISA's literal rule wants 32-byte lines too, where the H100 needs 16
+    load_wmma_matrix(mem, 32, "a", "m16n16k16", "f16", "row", 24)
+    with pytest.raises(AlignmentError, match="offset"):
+        load_wmma_matrix(mem, 16, "a", "m16n16k16", "f16", "row", 24)
     with pytest.raises(AlignmentError, match="offset"):
         load_wmma_matrix(mem, 16, "a", "m16n16k16", "f16", "row", 16, isa_strict=True)
     with pytest.raises(AlignmentError, match="ld"):
@@ -280,7 +283,7 @@ def test_bounds(matrix, shape, etype, layout, ld, span):
     with pytest.raises(MemoryBoundsError, match=str(span)):
         load_wmma_matrix(np.zeros(span - 1, np.uint8), 0, matrix, shape, etype, layout, ld)
     with pytest.raises(MemoryBoundsError, match="offset"):
-        load_wmma_matrix(np.zeros(BIG, np.uint8), -16, matrix, shape, etype, layout, ld)
+        load_wmma_matrix(np.zeros(BIG, np.uint8), -32, matrix, shape, etype, layout, ld)
     with pytest.raises(MemoryBoundsError):
         load_wmma_matrix(np.zeros(span + 16, np.uint8), 32, matrix, shape, etype, layout, ld)
 
