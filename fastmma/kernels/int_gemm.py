@@ -1,0 +1,441 @@
+"""Fast integer and b1 GEMMs, bit-identical to :mod:`fastmma.kernels.int_dot`.
+
+Rule (same as ``int_dot``; PTX ISA wgmma.mma_async / wmma.mma, integer variants, confirmed
+by the H100 recordings): the products and their sum with C are exact; the s32 result wraps
+modulo 2^32, or with ``.satfinite`` is clamped to [INT32_MIN, INT32_MAX] once per
+instruction of ``group`` k-terms (a k-loop of instructions clamps after each one).  For
+``.b1`` each term is ``popc(a AND b)`` (or ``XOR``) of one bit pair, and the sum wraps.
+Operands arrive one element per byte: integers as their two's-complement bits (``width``
+wide, higher bits ignored) and b1 as 0/1 (only bit 0 counts).
+
+Why float32 is exact: a group's products are integers of magnitude at most
+``maxabs(A) * maxabs(B)`` (<= 255 * 255), so while ``group * maxabs(A) * maxabs(B) < 2^24``
+every partial sum of a group is an integer that float32 holds exactly, in any order.  Each
+group's float32 sum is then added in int64 to the running int32 state, clamped to the int32
+range (satfinite) or to the int64 range (a no-op), and truncated to int32 (which wraps): one
+branch-free code path for both.  The running state after every group is itself an int32, so
+it lives in an int32 buffer.  Wrapping is associative, so without ``satfinite`` the chunk of k summed in float32
+need not be the instruction's group.  Shapes outside the float32 bound take a generic path
+that sums each group in float64 (exact up to 2^53).
+
+Blocking (int): the output is cut into tasks of ``_MB`` rows x ``_NB`` columns, spread over
+threads with ``prange``.  A task walks K in blocks of ``_KB``: it decodes the A block
+(rows x KB) and the B panel (KB x NB) into contiguous float32 buffers, then for each chunk of
+``G`` k-terms keeps the G x NB slice of B in L1 while streaming its rows past it.  The
+innermost loop runs over the NB contiguous columns with a constant-trip, fully unrolled loop
+over the G terms inside, which LLVM vectorizes 16 lanes wide (zmm).  A constant G comes from
+the literal passed by one thin top-level kernel per chunk size (16, 32, 64; 64 runs as two
+sub-chunks of 32 summed in a float32 tile).  ``int_gemm``/``popc_gemm`` are themselves njit
+functions, so numba code can call them as it calls the reference kernels.
+
+Blocking (b1): A is packed to uint64 words of 64 k-bits per row (M x W; a 64-byte vector
+test per word) and B to words per column (W x N, stored per column tile), zero-padded to a
+multiple of ``_WT`` words (zero pads add nothing under AND and XOR).  Tasks are as above;
+the inner loop runs over the columns with an unrolled loop over ``_WC`` words (``_WT`` for
+the tail) of ``popc(a & b)`` (LLVM emits ``vpopcntq``), accumulated in int64.
+
+Memory: besides the packed bits (1/8 of the b1 inputs), each running thread holds one
+task's buffers (at most about 0.6 MiB, less for small shapes); the float32 copies of the
+operands are never more than one tile's panels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+_MB = 128  # rows per task
+_NB = 256  # columns per task (the G x NB float32 slice of B stays in L1)
+_KB = 256  # k per decoded panel
+_WC = 16  # b1: uint64 words per unrolled chunk (1024 k-bits)
+_WT = 4  # b1: words per tail chunk; K is zero-padded to a multiple of 256 bits
+_F32_EXACT = 1 << 24
+_I64_MIN, _I64_MAX = np.int64(-(1 << 63)), np.int64((1 << 63) - 1)
+_PARTS = 256  # prange iterations at most (numba.get_num_threads() would defeat caching)
+
+
+# ---------------------------------------------------------------------------------------
+# shared helpers
+
+
+@njit(cache=True, inline="always")
+def _value(bits, width, signed):
+    v = np.int64(bits) & ((np.int64(1) << width) - 1)
+    if signed and v >= (np.int64(1) << (width - 1)):
+        v -= np.int64(1) << width
+    return v
+
+
+@njit(cache=True)
+def _max_abs(width, signed):
+    """Largest magnitude an operand byte can decode to."""
+    best = np.int64(0)
+    for x in range(256):
+        best = max(best, abs(_value(x, width, signed)))
+    return best
+
+
+@njit(cache=True, inline="always")
+def _n_tasks(m, n):
+    return ((m + _MB - 1) // _MB) * ((n + _NB - 1) // _NB)
+
+
+@njit(cache=True, inline="always")
+def _task_tile(task, m, n):
+    """(i0, rows, j0, cols) of one output tile."""
+    tn = (n + _NB - 1) // _NB
+    i0 = (task // tn) * _MB
+    j0 = (task % tn) * _NB
+    return i0, min(_MB, m - i0), j0, min(_NB, n - j0)
+
+
+@njit(cache=True, inline="always")
+def _n_parts(ntask):
+    """prange iterations; each allocates its buffers once and takes every nparts-th task."""
+    return max(1, min(ntask, _PARTS))
+
+
+# ---------------------------------------------------------------------------------------
+# integer path: decode panels
+
+
+@njit(cache=True, inline="always")
+def _dec_params(width, signed):
+    """(mask, sign threshold, 2^width) so that decode(x) = v - full if v >= half."""
+    mask = (np.int64(1) << width) - 1
+    if signed:
+        return mask, np.int64(1) << (width - 1), np.int64(1) << width
+    return mask, np.int64(1) << 62, np.int64(0)
+
+
+@njit(cache=True, inline="always")
+def _dec(x, mask, half, full):
+    v = np.int64(x) & mask
+    return np.float32(v - full if v >= half else v)
+
+
+@njit(cache=True, inline="always")
+def _pack_a(a, ap, i0, nr, k0, kb, dp):
+    """ap[r, t] = value(a[i0 + r, k0 + t]) as float32."""
+    mask, half, full = dp
+    for r in range(nr):
+        src = a[i0 + r, k0:k0 + kb]
+        dst = ap[r]
+        for t in range(kb):
+            dst[t] = _dec(src[t], mask, half, full)
+
+
+@njit(cache=True, inline="always")
+def _pack_b(b, bp, k0, kb, j0, nb, dp):
+    """bp[t, j] = value(b[k0 + t, j0 + j]) as float32."""
+    mask, half, full = dp
+    for t in range(kb):
+        src = b[k0 + t, j0:j0 + nb]
+        dst = bp[t]
+        for j in range(nb):
+            dst[j] = _dec(src[j], mask, half, full)
+
+
+# ---------------------------------------------------------------------------------------
+# integer path: one chunk of G k-terms for all rows of a tile
+
+
+@njit(cache=True, inline="always")
+def _settle(s, lim):
+    """New int32 state from the exact int64 sum ``s``: clamp to ``lim`` (the int32 range
+    under satfinite, the int64 range otherwise), then wrap modulo 2^32."""
+    return np.int32(min(max(s, lim[0]), lim[1]))
+
+
+@njit(cache=True, inline="always")
+def _sub_sum(arow, bg, j, S):
+    """sum_{t<S} arow[t] * bg[t, j] in float32 (exact), S a literal: unrolled."""
+    acc0 = arow[0] * bg[0, j]
+    acc1 = arow[1] * bg[1, j]
+    for t in range(2, S, 2):
+        acc0 += arow[t] * bg[t, j]
+        acc1 += arow[t + 1] * bg[t + 1, j]
+    return acc0 + acc1
+
+
+@njit(cache=True, inline="always")
+def _chunk_f32(ap, bp, st, fb, nr, nb, ka, G, lim):
+    """st[r, :nb] <- settle(st + sum_{t<G} ap[r, ka+t] * bp[ka+t, :nb]), G a literal.
+
+    Chunks longer than 32 (too long to unroll) go in sub-chunks of 32, each kept in L1 while
+    all rows pass, summed through the float32 tile ``fb``; every partial sum is still exact."""
+    S = 32 if G > 32 else G
+    if G > S:
+        fb[:nr, :nb] = 0
+    for s0 in range(ka, ka + G - S, S):
+        bg = bp[s0:s0 + S]
+        for r in range(nr):
+            arow = ap[r, s0:s0 + S]
+            frow = fb[r]
+            for j in range(nb):
+                frow[j] += _sub_sum(arow, bg, j, S)
+    s0 = ka + G - S
+    bg = bp[s0:s0 + S]
+    for r in range(nr):
+        arow = ap[r, s0:s0 + S]
+        srow = st[r]
+        if G > S:
+            frow = fb[r]
+            for j in range(nb):
+                acc = _sub_sum(arow, bg, j, S) + frow[j]
+                srow[j] = _settle(np.int64(srow[j]) + np.int64(acc), lim)
+        else:
+            for j in range(nb):
+                acc = _sub_sum(arow, bg, j, S)
+                srow[j] = _settle(np.int64(srow[j]) + np.int64(acc), lim)
+
+
+@njit(cache=True, inline="always")
+def _chunk_f64(ap, bp, st, buf, nr, nb, ka, g, lim):
+    """Generic chunk: any g, exact in float64 through a row buffer."""
+    for r in range(nr):
+        buf[:nb] = 0.0
+        for t in range(ka, ka + g):
+            av = np.float64(ap[r, t])
+            brow = bp[t]
+            for j in range(nb):
+                buf[j] += av * np.float64(brow[j])
+        srow = st[r]
+        for j in range(nb):
+            s = np.int64(srow[j]) + np.int64(buf[j])
+            srow[j] = _settle(s, lim)
+
+
+@njit(cache=True, inline="always")
+def _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, lim, use_c, generic):
+    m, kk = a.shape
+    n = b.shape[1]
+    i0, nr, j0, nb = _task_tile(task, m, n)
+    for r in range(nr):
+        for j in range(nb):
+            st[r, j] = c[i0 + r, j0 + j] if use_c else 0
+    for k0 in range(0, kk, kb_max):
+        kb = min(kb_max, kk - k0)
+        _pack_a(a, ap, i0, nr, k0, kb, dpa)
+        _pack_b(b, bp, k0, kb, j0, nb, dpb)
+        for ka in range(0, kb, G):
+            if generic:
+                _chunk_f64(ap, bp, st, buf, nr, nb, ka, G, lim)
+            else:
+                _chunk_f32(ap, bp, st, fb, nr, nb, ka, G, lim)
+    for r in range(nr):
+        for j in range(nb):
+            out[i0 + r, j0 + j] = st[r, j]
+
+
+@njit(cache=True, inline="always")
+def _int_body(a, b, c, out, dpa, dpb, G, satfinite, use_c, generic):
+    m, kk = a.shape
+    n = b.shape[1]
+    ntask = _n_tasks(m, n)
+    nparts = _n_parts(ntask)
+    kb_max = min(G * max(1, _KB // G), max(kk, G))
+    mb, nb = min(_MB, m), min(_NB, n)
+    lim = (np.int64(INT32_MIN), np.int64(INT32_MAX)) if satfinite else (_I64_MIN, _I64_MAX)
+    for p in prange(nparts):
+        ap = np.empty((mb, kb_max), np.float32)
+        bp = np.empty((kb_max, nb), np.float32)
+        st = np.empty((mb, nb), np.int32)
+        buf = np.empty(nb if generic else 0, np.float64)
+        fb = np.empty((mb if G > 32 and not generic else 0, nb), np.float32)
+        for task in range(p, ntask, nparts):
+            _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, lim, use_c,
+                      generic)
+
+
+@njit(parallel=True, cache=True)
+def _int_gemm_16(a, b, c, out, dpa, dpb, satfinite, use_c):
+    _int_body(a, b, c, out, dpa, dpb, 16, satfinite, use_c, False)
+
+
+@njit(parallel=True, cache=True)
+def _int_gemm_32(a, b, c, out, dpa, dpb, satfinite, use_c):
+    _int_body(a, b, c, out, dpa, dpb, 32, satfinite, use_c, False)
+
+
+@njit(parallel=True, cache=True)
+def _int_gemm_64(a, b, c, out, dpa, dpb, satfinite, use_c):
+    _int_body(a, b, c, out, dpa, dpb, 64, satfinite, use_c, False)
+
+
+@njit(parallel=True, cache=True)
+def _int_gemm_any(a, b, c, out, dpa, dpb, group, satfinite, use_c):
+    _int_body(a, b, c, out, dpa, dpb, group, satfinite, use_c, True)
+
+
+@njit(cache=True)
+def _chunk_size(kk, group, satfinite, max_prod):
+    """Literal chunk (16/32/64) summed exactly in float32, or 0 for the generic path."""
+    if satfinite:
+        ok = group in (16, 32, 64) and group * max_prod < _F32_EXACT
+        return group if ok else 0
+    for g in (32, 16, 64):  # wrapping is associative: any chunk dividing K will do
+        if kk % g == 0 and g * max_prod < _F32_EXACT:
+            return g
+    return 0
+
+
+@njit(cache=True)
+def int_gemm(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinite, use_c):
+    """``out = C + A @ B`` (int32) by instructions of ``group`` k each; == ``int_dot_mma``."""
+    kk = a.shape[1]
+    if group <= 0 or kk % group != 0:
+        raise ValueError("K must be a positive multiple of group")
+    dpa = _dec_params(a_width, a_signed)
+    dpb = _dec_params(b_width, b_signed)
+    max_prod = _max_abs(a_width, a_signed) * _max_abs(b_width, b_signed)
+    g = _chunk_size(kk, group, satfinite, max_prod)
+    if g == 16:
+        _int_gemm_16(a, b, c, out, dpa, dpb, satfinite, use_c)
+    elif g == 32:
+        _int_gemm_32(a, b, c, out, dpa, dpb, satfinite, use_c)
+    elif g == 64:
+        _int_gemm_64(a, b, c, out, dpa, dpb, satfinite, use_c)
+    else:
+        _int_gemm_any(a, b, c, out, dpa, dpb, group, satfinite, use_c)
+
+
+# ---------------------------------------------------------------------------------------
+# b1 path
+
+
+@njit(cache=True, inline="always")
+def _popcount(x):
+    """SWAR popcount of a uint64 (LLVM turns it into ctpop / vpopcntq)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@intrinsic
+def _bits64(typingctx, arr, i, k0):
+    """uint64 whose bit t is ``arr[i, k0 + t] & 1``, for a 2-D uint8 array with unit stride
+    along its rows: one 64-byte load, a vector test and a mask move (vptestmb, kmovq)."""
+    sig = types.uint64(arr, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        stride = cgutils.unpack_tuple(builder, ary.strides, 2)[0]
+        off = builder.add(builder.mul(args[1], stride), args[2])
+        ptr = builder.gep(builder.bitcast(ary.data, ir.IntType(8).as_pointer()), [off])
+        vty = ir.VectorType(ir.IntType(8), 64)
+        v = builder.load(builder.bitcast(ptr, vty.as_pointer()), align=1)
+        bit0 = builder.and_(v, ir.Constant(vty, [1] * 64))
+        mask = builder.icmp_unsigned("!=", bit0, ir.Constant(vty, [0] * 64))
+        return builder.bitcast(mask, ir.IntType(64))
+
+    return sig, codegen
+
+
+@njit(parallel=True, cache=True)
+def _pack_rows(a, words):
+    """words[i, w] bit t = a[i, 64 w + t] & 1 (zero past K)."""
+    m, kk = a.shape
+    nw = words.shape[1]
+    full = kk // 64 if a.strides[1] == 1 else 0
+    for i in prange(m):
+        for w in range(full):
+            words[i, w] = _bits64(a, i, w * 64)
+        for w in range(full, nw):
+            k0 = w * 64
+            x = np.uint64(0)
+            for k in range(k0, min(kk, k0 + 64)):
+                x |= np.uint64(a[i, k] & 1) << np.uint64(k - k0)
+            words[i, w] = x
+
+
+@njit(parallel=True, cache=True)
+def _pack_cols(b, words):
+    """words[jt, w, jj] bit t = b[64 w + t, jt * nbe + jj] & 1 (zero past K and N)."""
+    kk, n = b.shape
+    ntj, nw, nbe = words.shape
+    for w in prange(nw):
+        for jt in range(ntj):
+            j0 = jt * nbe
+            nb = min(nbe, n - j0)
+            dst = words[jt, w]
+            dst[:] = 0
+            for k in range(w * 64, min(kk, w * 64 + 64)):
+                src = b[k, j0:j0 + nb]
+                sh = np.uint64(k - w * 64)
+                for j in range(nb):
+                    dst[j] |= np.uint64(src[j] & 1) << sh
+
+
+@njit(cache=True, inline="always")
+def _popc_chunk(ap, bt, st, i0, nr, nb, w0, W, xor):
+    """st[r, :nb] += sum_{t<W} popc(ap[i0+r, w0+t] op bt[w0+t, :nb]), W a literal."""
+    bg = bt[w0:w0 + W]
+    for r in range(nr):
+        arow = ap[i0 + r, w0:w0 + W]
+        srow = st[r]
+        for j in range(nb):
+            acc = np.uint64(0)
+            for t in range(W):
+                x = (arow[t] ^ bg[t, j]) if xor else (arow[t] & bg[t, j])
+                acc += _popcount(x)
+            srow[j] += np.int64(acc)
+
+
+@njit(cache=True, inline="always")
+def _popc_tile(ap, bp, c, out, st, task, xor, use_c):
+    m, n = out.shape
+    i0, nr, j0, nb = _task_tile(task, m, n)
+    for r in range(nr):
+        for j in range(nb):
+            st[r, j] = c[i0 + r, j0 + j] if use_c else 0
+    bt = bp[j0 // bp.shape[2]]
+    nw = ap.shape[1]
+    nw_big = nw - nw % _WC
+    for w0 in range(0, nw_big, _WC):
+        if xor:
+            _popc_chunk(ap, bt, st, i0, nr, nb, w0, _WC, True)
+        else:
+            _popc_chunk(ap, bt, st, i0, nr, nb, w0, _WC, False)
+    for w0 in range(nw_big, nw, _WT):
+        if xor:
+            _popc_chunk(ap, bt, st, i0, nr, nb, w0, _WT, True)
+        else:
+            _popc_chunk(ap, bt, st, i0, nr, nb, w0, _WT, False)
+    for r in range(nr):
+        for j in range(nb):
+            out[i0 + r, j0 + j] = np.int32(st[r, j])
+
+
+@njit(parallel=True, cache=True)
+def _popc_tiles(ap, bp, c, out, xor, use_c):
+    ntask = _n_tasks(out.shape[0], out.shape[1])
+    nparts = _n_parts(ntask)
+    for p in prange(nparts):
+        st = np.empty((min(_MB, out.shape[0]), bp.shape[2]), np.int64)
+        for task in range(p, ntask, nparts):
+            _popc_tile(ap, bp, c, out, st, task, xor, use_c)
+
+
+@njit(cache=True)
+def popc_gemm(a, b, c, out, xor, use_c):
+    """``out = C + sum_k popc(a[i,k] op b[k,j])`` over 0/1 elements; == ``popc_mma``."""
+    m, kk = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return
+    nw = (kk + 63) // 64
+    nw = (nw + _WT - 1) // _WT * _WT
+    nbe = min(_NB, n)  # the column tiles of _task_tile
+    ap = np.empty((m, nw), np.uint64)
+    bp = np.empty(((n + nbe - 1) // nbe, nw, nbe), np.uint64)
+    _pack_rows(a, ap)
+    _pack_cols(b, bp)
+    _popc_tiles(ap, bp, c, out, xor, use_c)
