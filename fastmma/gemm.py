@@ -24,6 +24,7 @@ from .errors import InvalidInstructionError, OperandError
 from .formats import from_bits, get_format, to_bits
 from .isa import WgmmaMmaAsync, WmmaMma, parse
 from .isa.numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+from .kernels import launch_lock
 
 SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
 
@@ -125,7 +126,8 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     a, b = _pad_k(a, b, inst.shape.k)  # K = 0 with C of another type: one zero step
     run = _k_loop(inst, use_c)
     if progress is None:
-        return from_bits(run(a, b, c), dtype)
+        with launch_lock:
+            return from_bits(run(a, b, c), dtype)
     return from_bits(_by_column_blocks(run, a, b, c, get_format(dtype).storage, progress), dtype)
 
 
@@ -157,7 +159,8 @@ def _by_column_blocks(run, a, b, c, storage, progress, width: int = 512):
     d = np.empty((a.shape[0], n), storage)
     for j0 in range(0, n, width):
         j1 = min(n, j0 + width)
-        d[:, j0:j1] = run(a, np.ascontiguousarray(b[:, j0:j1]), np.ascontiguousarray(c[:, j0:j1]))
+        with launch_lock:
+            d[:, j0:j1] = run(a, np.ascontiguousarray(b[:, j0:j1]), np.ascontiguousarray(c[:, j0:j1]))
         progress(j1, n)
     return d
 

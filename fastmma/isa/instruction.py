@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import InvalidInstructionError
 from . import numerics, tables
 
 
@@ -76,6 +77,10 @@ class WgmmaWaitGroup(Instruction):
     n: int = 0
     family = "wgmma"
 
+    def __post_init__(self):
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
+            raise InvalidInstructionError(f"wgmma.wait_group N must be a non-negative integer, got {self.n!r}")
+
 
 @dataclass(frozen=True)
 class WgmmaMmaAsync(Instruction):
@@ -99,6 +104,25 @@ class WgmmaMmaAsync(Instruction):
     imm_trans_a: int = 0
     imm_trans_b: int = 0
     family = "wgmma"
+
+    def __post_init__(self):
+        for name, allowed in (("imm_scale_a", (-1, 1)), ("imm_scale_b", (-1, 1)),
+                              ("imm_trans_a", (0, 1)), ("imm_trans_b", (0, 1))):
+            value = getattr(self, name)
+            if value not in allowed or isinstance(value, bool):
+                raise InvalidInstructionError(
+                    f"{name.replace('_', '-')} must be {' or '.join(map(str, allowed))}, got {value!r}")
+        row = tables.wgmma_type_row(self.atype, self.btype)
+        if row is not None and not row.transpose and (self.imm_trans_a or self.imm_trans_b):
+            raise InvalidInstructionError(
+                f"imm-trans-a/-b exist only for .f16/.bf16 wgmma.mma_async, not .{self.atype}")
+        if row is not None and not row.scale and (self.imm_scale_a != 1 or self.imm_scale_b != 1):
+            raise InvalidInstructionError(
+                f"imm-scale-a/-b exist only for floating-point wgmma.mma_async, not .{self.atype}")
+        if self.a_source == "reg" and self.imm_trans_a:
+            raise InvalidInstructionError("imm-trans-a does not exist when A comes from registers")
+        if self.a_source not in (None, "reg", "desc"):
+            raise InvalidInstructionError(f"a_source must be 'reg' or 'desc', got {self.a_source!r}")
 
     @property
     def ctype(self) -> str:

@@ -7,6 +7,8 @@ numerics rule (``fastmma.isa.numerics``) onto its kernel.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..formats import get_format
@@ -14,6 +16,11 @@ from ..isa.numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .decode import float_params
 
 _ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
+
+#: Held while a parallel kernel runs.  Each kernel already uses every core, and numba's
+#: fallback threading layer ("workqueue") must not be entered from two Python threads at once,
+#: so concurrent callers take turns; results never depend on it.
+launch_lock = threading.RLock()
 
 
 def _params(name: str) -> tuple:
@@ -29,6 +36,11 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     (scale-d = 0); ``neg_a``/``neg_b`` negate A/B (imm-scale = -1).  K must be a multiple
     of the rule's group size.
     """
+    with launch_lock:
+        return _execute(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+
+
+def _execute(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b):
     m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), dtype=get_format(dtype).storage)
     if isinstance(rule, FusedDotRule):

@@ -1,0 +1,202 @@
+"""Hostile input: every public entry point either works or raises a fastmma error.
+
+Bounded example counts keep CI fast; the long run (>= 100,000 examples per fuzzer) is
+
+    FASTMMA_FUZZ_EXAMPLES=100000 python -m pytest tests/test_fuzz.py -p no:randomly -q
+
+and the kernels' own bounds are checked by test_kernels_under_numba_boundscheck, which reruns a
+sample of these fuzzers in a fresh process with NUMBA_BOUNDSCHECK=1.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import fastmma
+from fastmma import wgmma, wmma
+from fastmma.errors import FastmmaError
+from fastmma.isa import tables
+
+EXAMPLES = int(os.environ.get("FASTMMA_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def recorded_texts():
+    texts = set()
+    for path in sorted(GOLDEN.glob("*/*.npz"))[::7]:
+        with np.load(path) as d:
+            meta = json.loads(bytes(d["meta"]).decode())
+        texts.update(t for t in meta["ptx"] if t.startswith(("wgmma", "wmma")))
+    return sorted(texts) + ["wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
+                            "wgmma.wait_group.sync.aligned 1;"]
+
+
+VALID_TEXTS = recorded_texts()
+VOCAB = (list(tables.TYPES) + list(tables.LAYOUTS) + list(tables.ROUNDINGS) + list(tables.BIT_OPS)
+         + ["sync", "aligned", "satfinite", "popc", "global", "shared", "shared::cta", "m64n8k16", "m16n16k16",
+            "m64n256k32", "m8n8k4", "m0n0k0", "m99999999999n1k1", "a", "b", "c", "d", "sp", ""])
+NOISE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+def _is_ours(exc: BaseException) -> bool:
+    return isinstance(exc, FastmmaError)
+
+
+@st.composite
+def mutated_text(draw):
+    text = draw(st.sampled_from(VALID_TEXTS))
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["delete", "insert", "replace", "qualifier", "token", "truncate"]))
+        pos = draw(st.integers(0, len(text)))
+        if kind == "delete":
+            text = text[:pos] + text[pos + draw(st.integers(1, 6)):]
+        elif kind == "insert":
+            text = text[:pos] + draw(NOISE) + text[pos:]
+        elif kind == "replace":
+            text = text[:pos] + draw(st.sampled_from(list(",;{}[]%.-+!@ 0x1"))) + text[pos + 1:]
+        elif kind == "qualifier":
+            head, _, rest = text.partition(" ")
+            parts = head.split(".")
+            i = draw(st.integers(0, len(parts)))
+            parts.insert(i, draw(st.sampled_from(VOCAB)))
+            text = ".".join(parts) + (" " + rest if rest else "")
+        elif kind == "token":
+            head, _, rest = text.partition(" ")
+            parts = head.split(".")
+            if len(parts) > 2:
+                parts.pop(draw(st.integers(2, len(parts) - 1)))
+            text = ".".join(parts) + (" " + rest if rest else "")
+        else:
+            text = text[:pos]
+    return text
+
+
+@FUZZ
+@given(text=mutated_text())
+def test_parser_accepts_or_raises_its_own_errors(text):
+    try:
+        inst = fastmma.parse(text)
+    except Exception as exc:  # noqa: BLE001 - the point of the test
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc} for {text!r}"
+        assert str(exc)
+    else:
+        assert inst.opcode.startswith(("wgmma", "wmma"))
+
+
+@FUZZ
+@given(text=st.text(max_size=80))
+def test_parser_on_arbitrary_text(text):
+    try:
+        fastmma.parse(text)
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc} for {text!r}"
+
+
+WGMMA_TEXTS = [
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8.satfinite", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.and.popc",
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {a,b,c,d}, x, y, p, -1, 1, 1, 1;",
+]
+
+
+@FUZZ
+@given(text=st.sampled_from(WGMMA_TEXTS), a_desc=st.integers(0, 2**64 - 1), b_desc=st.integers(0, 2**64 - 1),
+       size=st.integers(0, 4096), seed=st.integers(0, 2**32 - 1), use_regs=st.booleans(),
+       image_address=st.sampled_from([0, 16, 1024, 7, -16]))
+def test_random_descriptors_against_small_images(text, a_desc, b_desc, size, seed, use_regs, image_address):
+    rng = np.random.default_rng(seed)
+    inst = fastmma.parse(text)
+    smem = rng.integers(0, 256, size, dtype=np.uint8)
+    d = rng.integers(0, 2**32, (128, inst.d_regs), dtype=np.uint32)
+    src = {"a_regs": rng.integers(0, 2**32, (128, 4), dtype=np.uint32)} if use_regs else {"a_desc": a_desc}
+    try:
+        out = wgmma.mma_async(inst, d, b_desc=b_desc, smem=smem, image_address=image_address, **src)
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc}"
+    else:
+        assert out.shape == d.shape and out.dtype == np.uint32
+
+
+def _arrays():
+    dtypes = st.sampled_from([np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.uint32,
+                              np.bool_, np.complex64, np.int64, object])
+    shapes = st.lists(st.integers(0, 70), min_size=0, max_size=3).map(tuple)
+    return st.tuples(dtypes, shapes)
+
+
+def _make(spec, rng):
+    dtype, shape = spec
+    if dtype is object:
+        return np.empty(shape, dtype=object)
+    return rng.integers(0, 3, shape).astype(dtype)
+
+
+MMA_TEXTS = ["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32",
+             "wmma.mma.sync.aligned.row.col.m8n8k32.s32.s4.s4.s32", "m64n8k32.s32.s8.s8",
+             "wmma.mma.xor.popc.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32",
+             "wmma.mma.sync.aligned.row.col.m8n8k4.rz.f64.f64.f64.f64"]
+
+
+@FUZZ
+@given(text=st.sampled_from(MMA_TEXTS), a=_arrays(), b=_arrays(), c=st.one_of(st.none(), _arrays()),
+       seed=st.integers(0, 2**32 - 1), whole=st.booleans())
+def test_wrong_arrays_to_mma_and_matmul(text, a, b, c, seed, whole):
+    rng = np.random.default_rng(seed)
+    args = (_make(a, rng), _make(b, rng), None if c is None else _make(c, rng))
+    try:
+        if whole:
+            fastmma.matmul(*args, instruction=text)
+        else:
+            fastmma.mma(text if text.startswith("w") else "wgmma.mma_async." + text, *args)
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc}"
+
+
+WMMA_LOADS = ["wmma.load.a.sync.aligned.row.m16n16k16.f16", "wmma.load.c.sync.aligned.col.m8n8k4.f64",
+              "wmma.load.b.sync.aligned.col.m8n8k128.b1", "wmma.load.a.sync.aligned.row.m8n8k32.s4"]
+
+
+@FUZZ
+@given(text=st.sampled_from(WMMA_LOADS), size=st.integers(0, 4096), offset=st.integers(-5000, 5000),
+       stride=st.one_of(st.none(), st.integers(-10, 5000)), mem_dtype=st.sampled_from([np.uint8, np.int8, np.uint16]),
+       seed=st.integers(0, 2**32 - 1))
+def test_random_wmma_loads_and_stores(text, size, offset, stride, mem_dtype, seed):
+    rng = np.random.default_rng(seed)
+    mem = rng.integers(0, 256, size).astype(mem_dtype)
+    try:
+        frag = wmma.load(text, mem, offset, stride)
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc}"
+        return
+    store = text.replace("load.a", "store.d").replace("load.b", "store.d").replace("load.c", "store.d")
+    store = store.replace(".f16", ".f32").replace(".b1", ".s32").replace(".s4", ".s32")
+    d = rng.integers(0, 2**32, (32, fastmma.parse(store).words), dtype=np.uint32)
+    before = mem.copy()
+    try:
+        wmma.store(store, mem, offset, d, stride)
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc}"
+        assert np.array_equal(mem, before)  # a failed store writes nothing
+    assert frag.dtype == np.uint32
+
+
+def test_kernels_under_numba_boundscheck(tmp_path):
+    """Rerun a sample of the fuzzers with numba's bounds checking on, in a fresh process (and
+    a fresh numba cache, so every kernel is compiled with the checks)."""
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               FASTMMA_FUZZ_EXAMPLES=os.environ.get("FASTMMA_BOUNDSCHECK_EXAMPLES", "25"))
+    tests = ["test_random_descriptors_against_small_images", "test_wrong_arrays_to_mma_and_matmul",
+             "test_random_wmma_loads_and_stores"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)),
+           "-k", " or ".join(tests)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout

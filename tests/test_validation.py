@@ -1,0 +1,224 @@
+"""One test per validation rule: bad input is refused before any kernel runs, with a fastmma
+error whose message names the argument, what was expected and what was given."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fastmma
+from fastmma import Warpgroup, wgmma, wmma
+from fastmma.errors import (AlignmentError, FastmmaError, HazardError, InvalidInstructionError, OperandError,
+                            PTXSyntaxError, SharedMemoryBoundsError)
+
+F16_WGMMA = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"
+MMA16 = "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32"
+
+
+def raises(error, *needles):
+    """pytest.raises that also checks every needle appears in the message."""
+    class _Check:
+        def __enter__(self):
+            self.ctx = pytest.raises(error)
+            self.info = self.ctx.__enter__()
+            return self.info
+
+        def __exit__(self, *exc):
+            out = self.ctx.__exit__(*exc)
+            message = str(self.info.value)
+            for needle in needles:
+                assert needle in message, (needle, message)
+            assert isinstance(self.info.value, FastmmaError)
+            return out
+    return _Check()
+
+
+# ---------------------------------------------------------------- dtypes
+
+
+def test_dtype_of_a_float_operand():
+    with raises(OperandError, "A", "float16", "float32"):
+        fastmma.mma(F16_WGMMA, np.zeros((64, 16), np.float32), np.zeros((16, 8), np.float16))
+
+
+def test_dtype_of_a_bf16_operand_names_ml_dtypes():
+    with raises(OperandError, "B", "bfloat16", "float16"):
+        fastmma.matmul(np.zeros((4, 16), ml_dtypes.bfloat16), np.zeros((16, 4), np.float16),
+                       instruction="m64n8k16.f32.bf16.bf16")
+
+
+def test_dtype_of_the_accumulator():
+    with raises(OperandError, "C", "f32", "int32"):
+        fastmma.mma(F16_WGMMA, np.zeros((64, 16), np.float16), np.zeros((16, 8), np.float16),
+                    np.zeros((64, 8), np.int32))
+
+
+def test_range_of_sub_byte_integers():
+    with raises(OperandError, "s4", "[-8, 7]", "[9, 9]"):
+        fastmma.mma("wmma.mma.sync.aligned.row.col.m8n8k32.s32.s4.s4.s32", np.full((8, 32), 9, np.int8),
+                    np.zeros((32, 8), np.int8), np.zeros((8, 8), np.int32))
+
+
+def test_object_arrays_are_refused():
+    with raises(OperandError, "A", "object"):
+        fastmma.matmul(np.empty((4, 16), object), np.zeros((16, 4), np.float16), instruction="m64n8k16.f32.f16.f16")
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def test_shape_of_an_instruction_operand():
+    with raises(OperandError, "A", "(64, 16)", "(64, 15)"):
+        fastmma.mma(F16_WGMMA, np.zeros((64, 15), np.float16), np.zeros((16, 8), np.float16))
+
+
+def test_inner_dimensions_of_a_gemm():
+    with raises(OperandError, "K must agree", "4x16", "8x4"):
+        fastmma.matmul(np.zeros((4, 16), np.float16), np.zeros((8, 4), np.float16), instruction="m64n8k16.f32.f16.f16")
+
+
+def test_gemm_operands_are_matrices():
+    with raises(OperandError, "2-D", "(16,)"):
+        fastmma.matmul(np.zeros(16, np.float16), np.zeros((16, 4), np.float16), instruction="m64n8k16.f32.f16.f16")
+
+
+# ---------------------------------------------------------------- contiguity and strides
+
+
+def test_any_strides_are_accepted_and_give_the_same_bits():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((64, 32)).astype(np.float16)
+    B = rng.standard_normal((16, 16)).astype(np.float16)
+    strided = fastmma.mma(F16_WGMMA, A[:, ::2], B[:, ::2])
+    dense = fastmma.mma(F16_WGMMA, np.ascontiguousarray(A[:, ::2]), np.ascontiguousarray(B[:, ::2]))
+    assert np.array_equal(strided.view(np.uint32), dense.view(np.uint32))
+    assert np.array_equal(fastmma.mma(F16_WGMMA, np.asfortranarray(A[:, :16]), B[:, :8]).view(np.uint32),
+                          fastmma.mma(F16_WGMMA, A[:, :16].copy(), B[:, :8].copy()).view(np.uint32))
+
+
+# ---------------------------------------------------------------- register counts
+
+
+def test_accumulator_register_count():
+    with raises(OperandError, "d_regs", "(128, 4)", "(128, 8)"):
+        wgmma.mma_async(F16_WGMMA, np.zeros((128, 8), np.uint32), a_desc=0, b_desc=0, smem=np.zeros(8192, np.uint8))
+
+
+def test_a_register_count():
+    with raises(OperandError, "a_regs", "(128, 4)", "(128, 3)"):
+        wgmma.mma_async(F16_WGMMA, np.zeros((128, 4), np.uint32), a_regs=np.zeros((128, 3), np.uint32), b_desc=0,
+                        smem=np.zeros(8192, np.uint8))
+
+
+def test_wmma_fragment_register_count():
+    a = np.zeros((32, 8), np.uint32)
+    with raises(OperandError, "c", "(32, 8)", "(32, 4)"):
+        wmma.mma(MMA16, a, a, a[:, :4])
+
+
+def test_register_vector_length_in_text():
+    with raises(InvalidInstructionError, "d", "4 registers"):
+        fastmma.parse(F16_WGMMA + " {a,b}, x, y, p, 1, 1, 0, 0;")
+
+
+# ---------------------------------------------------------------- descriptor address ranges
+
+
+def test_descriptor_reaching_past_the_image():
+    a_desc = 4096 >> 4  # start address 4096, past a 512-byte image
+    with raises(SharedMemoryBoundsError, "a_desc", "image holds 512 bytes", "start_address"):
+        wgmma.mma_async(F16_WGMMA, np.zeros((128, 4), np.uint32), a_desc=a_desc, b_desc=0,
+                        smem=np.zeros(512, np.uint8))
+
+
+def test_descriptor_value_out_of_64_bits():
+    with raises(OperandError, "b_desc", "64-bit"):
+        wgmma.mma_async(F16_WGMMA, np.zeros((128, 4), np.uint32), a_desc=0, b_desc=1 << 64,
+                        smem=np.zeros(8192, np.uint8))
+
+
+def test_image_address_alignment():
+    with raises(AlignmentError, "image_address", "16-byte"):
+        wgmma.mma_async(F16_WGMMA, np.zeros((128, 4), np.uint32), a_desc=0, b_desc=0,
+                        smem=np.zeros(8192, np.uint8), image_address=8)
+
+
+# ---------------------------------------------------------------- wmma pointer and stride alignment
+
+
+def test_wmma_pointer_alignment():
+    with raises(AlignmentError, "offset", "32 bytes", "16"):
+        wmma.load("wmma.load.a.sync.aligned.row.m16n16k16.f16", np.zeros(4096, np.uint8), 16)
+
+
+def test_wmma_stride_alignment():
+    with raises(AlignmentError, "ld", "16 bytes", "20"):
+        wmma.load("wmma.load.a.sync.aligned.row.m16n16k16.f16", np.zeros(4096, np.uint8), 0, 20)
+
+
+def test_wmma_stride_below_the_leading_dimension():
+    with raises(OperandError, "ld", "leading dimension 16"):
+        wmma.load("wmma.load.a.sync.aligned.row.m16n16k16.f16", np.zeros(4096, np.uint8), 0, 8)
+
+
+def test_wmma_bounds():
+    with raises(fastmma.errors.MemoryBoundsError, "mem holds bytes [0, 100)"):
+        wmma.load("wmma.load.a.sync.aligned.row.m16n16k16.f16", np.zeros(100, np.uint8), 0)
+
+
+# ---------------------------------------------------------------- wait_group N
+
+
+def test_wait_group_n_in_text():
+    with raises(InvalidInstructionError, "N", "non-negative", "-1"):
+        fastmma.parse("wgmma.wait_group.sync.aligned -1;")
+
+
+def test_wait_group_n_at_run_time():
+    wg = Warpgroup(1024)
+    with raises(OperandError, "N", "non-negative", "-2"):
+        wg.wait_group(-2)
+    with raises(OperandError, "N", "1.5"):
+        wg.wait_group(1.5)
+
+
+# ---------------------------------------------------------------- immediates
+
+
+def test_imm_scale_range():
+    with raises(InvalidInstructionError, "imm-scale-a", "-1 or 1", "0"):
+        fastmma.parse(F16_WGMMA + " {a,b,c,d}, x, y, p, 0, 1, 0, 0;")
+
+
+def test_imm_trans_range():
+    with raises(InvalidInstructionError, "imm-trans-b", "0 or 1", "2"):
+        fastmma.parse(F16_WGMMA + " {a,b,c,d}, x, y, p, 1, 1, 0, 2;")
+
+
+def test_imm_trans_only_where_the_isa_allows_it():
+    with raises(InvalidInstructionError, ".tf32", "6 operands"):
+        fastmma.parse("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {a,b,c,d}, x, y, p, 1, 1, 1, 0;")
+    with raises(InvalidInstructionError, "imm-trans", ".f16/.bf16", ".e4m3"):
+        fastmma.parse("wgmma.mma_async.m64n8k32.f32.e4m3.e4m3").with_operands(imm_trans_b=1)
+    with raises(InvalidInstructionError, "imm-scale", "floating-point", ".s8"):
+        fastmma.parse("wgmma.mma_async.m64n8k32.s32.s8.s8").with_operands(imm_scale_a=-1)
+
+
+def test_imm_trans_a_with_a_in_registers():
+    with raises(InvalidInstructionError, "imm-trans-a", "registers"):
+        fastmma.parse(F16_WGMMA).with_operands(a_source="reg", imm_trans_a=1)
+
+
+# ---------------------------------------------------------------- hazards are errors too
+
+
+def test_mma_async_without_fence():
+    wg = Warpgroup(16384)
+    d = [f"%f{i}" for i in range(4)]
+    wg.write(d, np.zeros((128, 4), np.uint32))
+    with raises(HazardError, "fence"):
+        wg.mma_async(F16_WGMMA, d=d, a=0, b_desc=8192 >> 4, scale_d=False)
+
+
+def test_syntax_error_names_the_problem():
+    with raises(PTXSyntaxError, "brace"):
+        fastmma.parse(F16_WGMMA + " {a,b,c,d, x, y, p;")
