@@ -1,0 +1,92 @@
+"""fastmma.matmul beside numpy float32 matmul (and MMA-Sim where installed), same run.
+
+    python -m pytest bench/bench_matmul.py --benchmark-columns=min,mean --ratio-table bench/results.md
+
+Each case times ``fastmma.matmul`` with pytest-benchmark and numpy's ``A @ B`` on float32
+arrays of the same shape in the same test, and records ``fastmma time / numpy time``.
+"""
+
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fastmma
+from conftest import best_of
+
+SIZES = [int(s) for s in os.environ.get("FASTMMA_BENCH_SIZES", "512,1024,2048").split(",")]
+CASES = {
+    "f16->f32": ("m64n256k16.f32.f16.f16", np.float16),
+    "bf16->f32": ("m64n256k16.f32.bf16.bf16", ml_dtypes.bfloat16),
+    "tf32->f32": ("m64n256k8.f32.tf32.tf32", np.float32),
+    "e4m3->f32": ("m64n256k32.f32.e4m3.e4m3", ml_dtypes.float8_e4m3fn),
+    "s8->s32": ("m64n224k32.s32.s8.s8", np.int8),
+}
+
+
+def operands(dtype, n, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.int8:
+        return rng.integers(-128, 128, (n, n)).astype(np.int8), rng.integers(-128, 128, (n, n)).astype(np.int8)
+    return rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype)
+
+
+def numpy_seconds(n):
+    x, y = operands(np.float32, n, 1)
+    return best_of(lambda: x @ y)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("case", list(CASES))
+def bench_matmul(benchmark, record_ratio, case, size):
+    instruction, dtype = CASES[case]
+    A, B = operands(dtype, size)
+    fastmma.matmul(A, B, instruction=instruction)  # compile or load the cached kernels
+    benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction},
+                       rounds=max(3, (2048 // size) ** 2), iterations=1, warmup_rounds=1)
+    baseline = numpy_seconds(size)
+    benchmark.extra_info.update(numpy_seconds=baseline, ratio=benchmark.stats.stats.min / baseline)
+    record_ratio(case, f"{size}^3", benchmark.stats.stats.min, "numpy float32", baseline)
+
+
+@pytest.mark.parametrize("size", [256, 512])
+def bench_against_mmasim(benchmark, record_ratio, size):
+    mmasim = pytest.importorskip("mmasim", reason="MMA-Sim is an optional comparison: pip install mmasim")
+    torch = pytest.importorskip("torch")
+    from mmasim.nv_ptx import WGMMA
+
+    A, B = operands(np.float16, size)
+    ta, tb = torch.from_numpy(A), torch.from_numpy(B)
+    tc = torch.zeros((size, size), dtype=torch.float32)
+    sim = WGMMA("Hopper", "m64n256k16.f32.f16.f16")
+    mmasim_s = best_of(lambda: sim(ta, tb, tc), repeat=1)
+    benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": "m64n256k16.f32.f16.f16"},
+                       rounds=5, iterations=1, warmup_rounds=1)
+    ours = benchmark.stats.stats.min
+    benchmark.extra_info.update(mmasim_seconds=mmasim_s, speedup=mmasim_s / ours)
+    record_ratio("f16->f32 vs MMA-Sim", f"{size}^3", ours, "MMA-Sim", mmasim_s, speedup=mmasim_s / ours)
+
+
+PEAK_SCRIPT = """
+import resource, sys, numpy as np, fastmma
+n = int(sys.argv[1])
+rng = np.random.default_rng(0)
+A = rng.standard_normal((n, n)).astype(np.float16); B = rng.standard_normal((n, n)).astype(np.float16)
+fastmma.matmul(A[:64, :64], B[:64, :64], instruction="m64n256k16.f32.f16.f16")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+D = fastmma.matmul(A, B, instruction="m64n256k16.f32.f16.f16")
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024, A.nbytes + B.nbytes + D.nbytes)
+"""
+
+
+def bench_peak_memory(record_ratio):
+    """Extra resident memory of one 2048^3 f16 GEMM, against inputs + output."""
+    out = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, "2048"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    grown, base = map(int, out.stdout.split())
+    record_ratio("peak memory growth, f16->f32", "2048^3", grown / 2**20, "inputs+output MiB", base / 2**20)
+    assert grown < 3 * base, (grown, base)

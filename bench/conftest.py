@@ -1,0 +1,72 @@
+"""Collect the ratios each benchmark records and print them as one table at the end.
+
+``--ratio-table PATH`` also writes the table as Markdown (README's performance section is
+made from it).
+"""
+
+import platform
+import time
+
+import numpy as np
+import pytest
+
+ROWS = []
+
+
+def pytest_addoption(parser):
+    parser.addoption("--ratio-table", default=None, metavar="PATH",
+                     help="write the fastmma/baseline ratio table (Markdown) to PATH")
+
+
+@pytest.fixture
+def record_ratio():
+    """record_ratio(case, size, seconds, baseline_name, baseline_seconds, **extra)."""
+    def record(case, size, seconds, baseline, baseline_seconds, **extra):
+        ROWS.append(dict(case=case, size=size, seconds=seconds, baseline=baseline,
+                         baseline_seconds=baseline_seconds, ratio=seconds / baseline_seconds, **extra))
+    return record
+
+
+def best_of(fn, repeat=5):
+    """Best wall time of ``repeat`` calls (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def machine() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    except OSError:
+        model = platform.processor() or "?"
+    import os
+
+    return f"{model}, {os.cpu_count()} cores, numpy {np.__version__}"
+
+
+def table() -> str:
+    lines = [f"Measured on: {machine()}", "",
+             "| case | size | fastmma | baseline | baseline time | fastmma / baseline |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in ROWS:
+        shown = f"{r['ratio']:.2f}x" if r["ratio"] >= 1 else f"{r['ratio']:.3f}x"
+        lines.append(f"| {r['case']} | {r['size']} | {r['seconds']:.4f} s | {r['baseline']} | "
+                     f"{r['baseline_seconds']:.4f} s | {shown} |")
+    return "\n".join(lines)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not ROWS:
+        return
+    text = table()
+    terminalreporter.write_sep("=", "fastmma / baseline, measured side by side in this run")
+    terminalreporter.write_line(text)
+    path = config.getoption("--ratio-table")
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")
