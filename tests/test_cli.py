@@ -1,0 +1,93 @@
+"""The command line: each command's output, and one-line errors with exit status 2."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fastmma.cli import main
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "fastmma", *args], capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_gemm_random_inputs_reports_time_and_error(capsys):
+    assert main(["gemm", "-i", "m64n64k16.f32.f16.f16", "--m", "70", "--n", "40", "--k", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "instruction: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in out
+    assert "shape: M=70 N=40 K=50" in out
+    assert "G multiply-adds/s" in out
+    assert "vs float64 reference: max abs error" in out
+
+
+def test_gemm_files_in_and_out_match_the_library(tmp_path, capsys):
+    import fastmma
+
+    rng = np.random.default_rng(0)
+    A = rng.integers(-128, 128, (33, 64)).astype(np.int8)
+    B = rng.integers(-128, 128, (64, 17)).astype(np.int8)
+    C = rng.integers(-2**31, 2**31, (33, 17)).astype(np.int32)
+    for name, x in (("a", A), ("b", B), ("c", C)):
+        np.save(tmp_path / f"{name}.npy", x)
+    out_path = tmp_path / "d.npy"
+    argv = ["gemm", "-i", "m64n16k32.s32.s8.s8.satfinite", "--a", str(tmp_path / "a.npy"), "--b",
+            str(tmp_path / "b.npy"), "--c", str(tmp_path / "c.npy"), "-o", str(out_path)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"written to {out_path}" in text and "vs the exact integer product" in text
+    expected = fastmma.matmul(A, B, C, instruction="m64n16k32.s32.s8.s8.satfinite")
+    assert np.array_equal(np.load(out_path), expected)
+
+
+def test_gemm_progress_bar_goes_to_stderr(capsys):
+    assert main(["gemm", "-i", "m64n8k16.f32.f16.f16", "--m", "8", "--n", "1100", "--k", "16",
+                 "--progress", "always", "--no-check"]) == 0
+    captured = capsys.readouterr()
+    assert "100.0%" in captured.err and "[" in captured.err
+    assert "100.0%" not in captured.out
+
+
+def test_conform_prints_per_file_and_a_summary(golden_dir):
+    code, out, _ = run("conform", str(golden_dir / "wmma" / "wmma.m8n8k32.row.col.s32.s32.s4.crow.drow.npz"))
+    assert code == 0
+    assert out.startswith("pass wmma.m8n8k32.row.col.s32.s32.s4.crow.drow.npz: 16 cases")
+    assert out.strip().endswith("16 passed, 0 failed")
+
+
+def test_conform_exits_1_on_failures(tmp_path):
+    bad = tmp_path / "junk.npz"
+    bad.write_bytes(b"junk")
+    code, out, _ = run("conform", str(bad))
+    assert code == 1 and out.strip().endswith("0 passed, 1 failed")
+
+
+def test_info_lists_versions_threads_and_recorded_cases(capsys, golden_dir):
+    assert main(["info", "--recordings", str(golden_dir / "wmma")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fastmma ")
+    assert "numba" in out and "threads:" in out
+    assert "wmma m8n8k4 f64.f64" in out and "256 / 256" in out
+
+
+def test_explain_states_the_rule(capsys):
+    assert main(["explain", "wgmma.mma_async.sync.aligned.m64n24k8.f32.tf32.tf32"]) == 0
+    out = capsys.readouterr().out
+    assert "M=64 N=24 K=8" in out
+    assert "D 12 registers" in out
+    assert "truncated to 25 fraction bits" in out and "toward zero" in out
+
+
+@pytest.mark.parametrize("args", [
+    ("explain", "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8"),
+    ("gemm", "-i", "m64n8k16.f32.f16.bogus", "--size", "8"),
+    ("gemm", "--a", "missing.npy", "--b", "missing.npy"),
+])
+def test_errors_are_one_line_with_status_2(args):
+    code, out, err = run(*args)
+    assert code == 2
+    assert err.startswith("fastmma: error: ")
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
