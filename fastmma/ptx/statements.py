@@ -1,0 +1,615 @@
+"""The statements fastmma.ptx executes, one handler each: :data:`HANDLERS`, keyed by opcode root.
+
+A handler has ``check(checker, instr) -> data`` (static: operand kinds and types, PTX ISA 9.4
+type agreement; errors carry line and column), ``run(machine, data, active)`` and ``scope``:
+how a guard predicate ``@p`` applies.  ``"thread"``: each thread executes where its guard
+holds.  ``"warp"`` / ``"warpgroup"``: the instruction is ``.aligned``, so the guard must be
+the same in every thread of a warp / of the warpgroup (the ``.aligned`` rule of PTX ISA
+9.7.14.4.3-5 and 9.7.15.5.2); strict mode reports a guard that differs as
+:class:`~fastmma.errors.HazardError`.  ``"any"``: the
+statement acts on shared state and runs when any thread's guard holds.
+
+* ``mov.type d, a`` (9.7.9.3, 9.7.9.4): ``.pred``, ``.b16/.b32/.b64``, ``.u16/.u32/.u64``,
+  ``.s16/.s32/.s64``, ``.f32``, ``.f64``; ``a`` a register, a literal, a special register
+  (``%tid.x``, ``%laneid``, ...), ``WARP_SZ`` or a variable's name (its address in its state
+  space); packing ``mov.b32 d, {lo, hi}`` and unpacking ``mov.b32 {lo, hi}, a`` for bit-size
+  types (the first register is the least significant part).
+* ``setp.CmpOp{.BoolOp}{.ftz}.type p[|q], a, b{, {!}c}`` (9.7.6.2): integer
+  comparisons ``eq ne lt le gt ge`` (signed for ``.s``), ``lo ls hi hs`` (unsigned; ``lt`` ...
+  on ``.u`` types compare unsigned), ``.b`` types ``eq ne``; floating point ``.f32 .f64``
+  with ``eq ne lt le gt ge`` (false on NaN), ``equ neu ltu leu gtu geu`` (true on NaN),
+  ``num nan``; ``.ftz`` flushes ``.f32`` subnormal inputs to zero; ``.and .or .xor`` combine
+  with ``c``; ``q`` receives the complement of the comparison, combined alike.
+* ``fence.proxy.async{.global, .shared::cta, .shared::cluster}`` and ``membar.proxy.async``
+  (9.7.13.4): :meth:`fastmma.Warpgroup.fence_proxy_async` (``.global`` orders no shared memory,
+  and does nothing here).
+* ``wgmma.fence``, ``wgmma.mma_async``, ``wgmma.commit_group``, ``wgmma.wait_group`` (9.7.15.5.2,
+  9.7.15.7): parsed by :func:`fastmma.isa.parse`, executed by the machine's
+  :class:`~fastmma.Warpgroup` (its strict mode reports the ISA's undefined behaviours).
+* ``wmma.load``, ``wmma.mma``, ``wmma.store`` (9.7.14.4.3-5): parsed by
+  :func:`fastmma.isa.parse`, executed per warp by :mod:`fastmma.wmma`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from .. import wmma
+from ..errors import HazardError, InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
+from ..isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from ..layout.wmma_memory import default_stride, leading_dimension, matrix_dims
+from ..formats import get_format
+from .checker import CONSTANTS, Checker, located
+from .syntax import Arg, Instr
+from .values import STORAGE, TYPES, U32, Literal, PtxType, agrees, literal_bits
+
+# ---------------------------------------------------------------------- operand sources
+
+
+@dataclass(frozen=True)
+class Source:
+    """A checked source operand: ``kind`` ``"reg"`` (``name``), ``"const"`` (``bits``),
+    ``"special"`` (``name``) or ``"address"`` (``name`` of a variable, its address)."""
+
+    kind: str
+    name: str | None = None
+    bits: int = 0
+    offset: int = 0
+
+
+SINK = "_"
+"""The sink symbol: a destination whose value is dropped (mov unpacking, setp)."""
+
+
+def check_source(ck: Checker, arg: Arg, t: PtxType, what: str) -> Source:
+    """A source operand of instruction type ``t``: register, literal, special register, variable."""
+    if arg.kind == "lit":
+        try:
+            return Source("const", bits=literal_bits(arg.literal, t))
+        except ValueError as err:
+            raise ck.fail(f"{what}: {err}", arg) from None
+    if arg.kind != "reg" or arg.negated:
+        raise ck.fail(f"{what} must be a register or a literal, got {arg.text}", arg)
+    if arg.name in CONSTANTS and not ck.known(arg.name):
+        if t.kind not in "bus":
+            raise ck.fail(f"{what}: {arg.name} is an integer constant; it does not agree with .{t.name}", arg)
+        return Source("const", bits=literal_bits(Literal("int", CONSTANTS[arg.name], arg.name), t))
+    if ck.special(arg.name) and not ck.known(arg.name):
+        if not agrees(t, U32):
+            raise ck.fail(f"{what}: {arg.name} is .u32, which does not agree with .{t.name}", arg)
+        return Source("special", arg.name)
+    var = ck.variable(arg.name)
+    if var is not None:
+        if t.kind not in "bus" or t.bits not in (32, 64):
+            raise ck.fail(f"{what}: the address of {arg.name} is an integer; use .u64/.u32/.b64/.b32, "
+                          f"not .{t.name}", arg)
+        offset = arg.offset + (arg.index or 0) * max(var.type.bits // 8, 1)
+        return Source("address", arg.name, offset=offset)
+    rt = ck.register(arg)
+    if not agrees(t, rt):
+        raise ck.fail(f"{what}: register {arg.name} is {rt}, which does not agree with .{t.name} "
+                      "(PTX ISA 9.4, type checking rules)", arg)
+    return Source("reg", arg.name)
+
+
+def read_source(m, src: Source, t: PtxType) -> np.ndarray:
+    """Per-thread raw bits (``t.storage``) of a checked source operand."""
+    if src.kind == "reg":
+        return m.read(src.name)
+    if src.kind == "const":
+        return np.full(m.threads, src.bits, dtype=t.storage)
+    if src.kind == "special":
+        return m.special(src.name).astype(t.storage)
+    address = m.variable_address(src.name, "own") + src.offset
+    if not 0 <= address < 1 << t.bits:
+        raise InvalidInstructionError(f"the address {address:#x} of {src.name} does not fit in .{t.name}")
+    return np.full(m.threads, address, dtype=t.storage)
+
+
+def check_destination(ck: Checker, arg: Arg, t: PtxType, what: str = "destination",
+                      sink: bool = False) -> str | None:
+    """The register name a destination operand writes (None for the sink ``_`` where allowed)."""
+    if sink and arg.kind == "reg" and arg.name == SINK and not ck.known(SINK):
+        return None
+    if arg.kind != "reg" or arg.negated:
+        raise ck.fail(f"the {what} must be a register, got {arg.text}", arg)
+    if ck.special(arg.name) and not ck.known(arg.name) or arg.name in CONSTANTS and not ck.known(arg.name):
+        raise ck.fail(f"{arg.name} is read-only", arg)
+    rt = ck.register(arg)
+    if not agrees(t, rt):
+        raise ck.fail(f"the {what} {arg.name} is {rt}, which does not agree with .{t.name} "
+                      "(PTX ISA 9.4, type checking rules)", arg)
+    return arg.name
+
+
+def _count(ck: Checker, instr: Instr, n: int, form: str) -> None:
+    if len(instr.args) != n:
+        raise ck.fail(f"{instr.opcode} takes {n} operands ({form}), got {len(instr.args)}", instr)
+
+
+def _type_qualifier(ck: Checker, instr: Instr, allowed) -> PtxType:
+    name = instr.opcode.split(".")[-1]
+    if name not in allowed:
+        raise ck.fail(f"{instr.opcode}: the type qualifier must be one of "
+                      f"{', '.join('.' + a for a in allowed)}", instr)
+    return TYPES[name]
+
+
+# ---------------------------------------------------------------------- mov
+
+MOV_TYPES = ("pred", "b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64")
+UNSUPPORTED_MOV_TYPES = ("b128",)
+
+
+def check_mov(ck: Checker, instr: Instr):
+    parts = instr.opcode.split(".")
+    if len(parts) != 2:
+        raise ck.fail(f"{instr.opcode}: mov takes one type qualifier (mov.type d, a), got "
+                      f"{', '.join('.' + p for p in parts[1:]) or 'none'}", instr)
+    if parts[1] in UNSUPPORTED_MOV_TYPES:
+        raise ck.fail(f"{instr.opcode}: .{parts[1]} registers are not supported", instr,
+                      UnsupportedInstructionError)
+    t = _type_qualifier(ck, instr, MOV_TYPES)
+    _count(ck, instr, 2, "d, a")
+    d, a = instr.args
+    if d.kind == "vector" or a.kind == "vector":
+        return _check_pack(ck, instr, t, d, a)
+    return SimpleNamespace(type=t, dest=check_destination(ck, d, t), src=check_source(ck, a, t, "the source"))
+
+
+def _check_pack(ck: Checker, instr: Instr, t: PtxType, d: Arg, a: Arg):
+    if d.kind == "vector" and a.kind == "vector":
+        raise ck.fail("mov packs a vector into a register or unpacks a register into a vector, "
+                      "not vector to vector", a)
+    if t.kind != "b":
+        raise ck.fail(f"mov with a vector operand (pack/unpack) needs a bit-size type (.b16/.b32/.b64), "
+                      f"got .{t.name}", instr)
+    if d.kind == "vector" and all(i.name == SINK for i in d.items):
+        raise ck.fail("unpacking needs at least one register that is not the sink _", d)
+    vec = d if d.kind == "vector" else a
+    n = len(vec.items)
+    if n not in (2, 4) or t.bits % n or t.bits // n < 8:
+        raise ck.fail(f"mov.{t.name} packs 2 or 4 parts of at least 8 bits, got {n}", vec)
+    part = TYPES[f"b{t.bits // n}"]
+    if d.kind == "vector":
+        names = tuple(check_destination(ck, item, part, "part", sink=True) for item in vec.items)
+        return SimpleNamespace(type=t, part=part, unpack=names, src=check_source(ck, a, t, "the source"))
+    srcs = tuple(check_source(ck, item, part, "a part") for item in vec.items)
+    return SimpleNamespace(type=t, part=part, pack=srcs, dest=check_destination(ck, d, t))
+
+
+def run_mov(m, data, active) -> None:
+    t = data.type
+    if hasattr(data, "unpack"):
+        whole = read_source(m, data.src, t).astype(np.uint64)
+        for i, name in enumerate(data.unpack):
+            if name is None:
+                continue
+            part = (whole >> np.uint64(i * data.part.bits)) & np.uint64((1 << data.part.bits) - 1)
+            m.write(name, part.astype(data.part.storage), active)
+        return
+    if hasattr(data, "pack"):
+        whole = np.zeros(m.threads, np.uint64)
+        for i, src in enumerate(data.pack):
+            whole |= read_source(m, src, data.part).astype(np.uint64) << np.uint64(i * data.part.bits)
+        m.write(data.dest, whole.astype(t.storage), active)
+        return
+    m.write(data.dest, read_source(m, data.src, t), active)
+
+
+# ---------------------------------------------------------------------- setp
+
+INT_COMPARISONS = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
+}
+FLOAT_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
+SETP_TYPES = ("b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64")
+BOOL_OPS = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def _comparisons(t: PtxType):
+    if t.kind == "f":
+        return FLOAT_COMPARISONS
+    if t.kind == "b":
+        return ("eq", "ne")
+    if t.kind == "s":
+        return ("eq", "ne", "lt", "le", "gt", "ge")
+    return tuple(INT_COMPARISONS)
+
+
+def check_setp(ck: Checker, instr: Instr):
+    parts = instr.opcode.split(".")[1:]
+    t = _type_qualifier(ck, instr, SETP_TYPES)
+    middle = parts[:-1]
+    cmp = middle.pop(0) if middle else None
+    boolop = middle.pop(0) if middle and middle[0] in BOOL_OPS else None
+    ftz = bool(middle) and middle[0] == "ftz"
+    if ftz:
+        middle.pop(0)
+    if cmp not in _comparisons(t) or middle:
+        raise ck.fail(f"{instr.opcode}: expected setp.CmpOp{{.BoolOp}}{{.ftz}}.type with CmpOp in "
+                      f"{', '.join(_comparisons(t))} for .{t.name}", instr)
+    if ftz and t.name != "f32":
+        raise ck.fail(".ftz applies to setp.f32 only", instr)
+    _count(ck, instr, 4 if boolop else 3, "p[|q], a, b, {!}c" if boolop else "p[|q], a, b")
+    dests = instr.args[0].items if instr.args[0].kind == "pair" else (instr.args[0],)
+    names = tuple(check_destination(ck, d, TYPES["pred"], "destination predicate", sink=len(dests) == 2)
+                  for d in dests)
+    if names == (None, None):
+        raise ck.fail("setp writes at least one predicate: _ may replace one destination only", instr.args[0])
+    a, b = (check_source(ck, x, t, name) for x, name in zip(instr.args[1:3], ("operand a", "operand b")))
+    c = None
+    if boolop:
+        carg = instr.args[3]
+        if carg.kind == "reg" and carg.negated:
+            ck.register(carg, allow_negated=True)
+            c = (Source("reg", carg.name), True)
+        else:
+            c = (check_source(ck, carg, TYPES["pred"], "operand c"), False)
+    return SimpleNamespace(type=t, cmp=cmp, boolop=boolop, ftz=ftz, dests=names, a=a, b=b, c=c)
+
+
+def compare(cmp: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a CmpOp b`` elementwise with PTX semantics.
+
+    Floating point: ``eq ne lt le gt ge`` are false when either operand is NaN, their
+    unordered forms ``equ neu ltu leu gtu geu`` true; ``num``: neither is NaN; ``nan``: one is.
+    """
+    if a.dtype.kind != "f":
+        return INT_COMPARISONS[cmp](a, b)
+    unordered = np.isnan(a) | np.isnan(b)
+    if cmp in ("num", "nan"):
+        return ~unordered if cmp == "num" else unordered
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = INT_COMPARISONS[cmp[:2]](a, b)
+    return result | unordered if len(cmp) == 3 else result & ~unordered
+
+
+def _setp_values(m, src: Source, t: PtxType, ftz: bool) -> np.ndarray:
+    values = read_source(m, src, t).view(t.view)
+    if ftz:
+        tiny = np.abs(values) < np.finfo(np.float32).tiny
+        values = np.where(tiny, np.copysign(np.float32(0), values), values)
+    return values
+
+
+def run_setp(m, data, active) -> None:
+    t = data.type
+    result = compare(data.cmp, _setp_values(m, data.a, t, data.ftz), _setp_values(m, data.b, t, data.ftz))
+    outs = [result, ~result]
+    if data.boolop:
+        src, negated = data.c
+        c = read_source(m, src, TYPES["pred"]).astype(bool) != negated
+        outs = [BOOL_OPS[data.boolop](o, c) for o in outs]
+    for name, value in zip(data.dests, outs):
+        if name is not None:
+            m.write(name, value.astype(np.bool_), active)
+
+
+# ---------------------------------------------------------------------- fence.proxy.async
+
+FENCES = {
+    "fence.proxy.async": "all", "fence.proxy.async.global": "global",
+    "fence.proxy.async.shared::cta": "shared", "fence.proxy.async.shared::cluster": "shared",
+    "membar.proxy.async": "all",
+}
+
+
+def check_fence(ck: Checker, instr: Instr):
+    if instr.opcode not in FENCES:
+        raise ck.fail(f"{instr.opcode} is not supported; fastmma.ptx executes the proxy fences "
+                      f"{', '.join(FENCES)}", instr, UnsupportedInstructionError)
+    _count(ck, instr, 0, "none")
+    return FENCES[instr.opcode]
+
+
+def run_fence(m, space, active) -> None:
+    if m.warpgroup is not None and space != "global":
+        m.warpgroup.fence_proxy_async()
+
+
+# ---------------------------------------------------------------------- wgmma / wmma parsing
+
+
+def isa_parse(ck: Checker, text: str, instr: Instr):
+    """:func:`fastmma.isa.parse` of ``text``, its errors placed at the instruction."""
+    try:
+        return parse(text)
+    except (InvalidInstructionError, UnsupportedInstructionError, PTXSyntaxError) as err:
+        cls = InvalidInstructionError if isinstance(err, PTXSyntaxError) else type(err)
+        raise located(cls, str(err), instr.line, instr.column) from None
+
+
+def _resolve_names(ck: Checker, instr: Instr) -> None:
+    """Every register an operand names is declared (errors at the operand); literals are integers."""
+    for arg in instr.args:
+        if arg.kind == "vector":
+            for item in arg.items:
+                ck.register(item)
+        elif arg.kind == "reg":
+            ck.register(arg, allow_negated=True)
+        elif arg.kind == "address" and arg.name is not None and ck.variable(arg.name) is None:
+            ck.register(Arg("reg", arg.name, arg.line, arg.column + 1, name=arg.name))
+        elif arg.kind == "lit" and arg.literal.kind != "int":
+            raise ck.fail(f"{instr.root} takes integer immediates, not {arg.text}", arg)
+        elif arg.kind == "pair":
+            raise ck.fail(f"{arg.text} is not an operand of {instr.root}", arg)
+
+
+def _vector(ck: Checker, instr: Instr, index: int, n: int, what: str, *, optional: bool = False):
+    if index >= len(instr.args):
+        return
+    arg = instr.args[index]
+    if arg.kind != "vector":
+        if optional:
+            return
+        raise ck.fail(f"{instr.opcode}: operand {what} must be a vector of {n} registers, got {arg.text}", arg)
+    if len(arg.items) != n:
+        raise ck.fail(f"{instr.opcode}: operand {what} is a vector of {n} registers for this shape and "
+                      f"type, got {len(arg.items)} ({arg.text})", arg)
+
+
+def _widths(ck: Checker, arg: Arg, bits: int, what: str, kinds: str = "busf") -> None:
+    """Every register of operand ``arg`` is ``bits`` wide and of a kind in ``kinds``."""
+    if arg.kind == "lit":
+        return
+    items = arg.items if arg.kind == "vector" else (arg,)
+    for item in items:
+        t = ck.register(item, allow_negated=kinds == "pred")
+        if t.bits != bits or t.kind not in kinds:
+            want = "a .pred register" if bits == 1 else f"{bits}-bit" + (" integer" if kinds == "bus" else "")
+            raise ck.fail(f"{what}: {item.name} is {t}; it must be {want}", item)
+
+
+# ---------------------------------------------------------------------- wgmma
+
+
+def check_wgmma(ck: Checker, instr: Instr):
+    if ck.threads != 128:
+        raise ck.fail(f"{instr.opcode} runs on a warpgroup of 128 threads; this machine runs {ck.threads} "
+                      "(pass threads=128)", instr, UnsupportedInstructionError)
+    _resolve_names(ck, instr)
+    if instr.opcode.startswith("wgmma.mma_async"):
+        inst0 = isa_parse(ck, instr.opcode, instr)
+        _vector(ck, instr, 0, inst0.d_regs, "d")
+        _vector(ck, instr, 1, inst0.a_regs, "a", optional=True)
+    inst = isa_parse(ck, instr.text, instr)
+    if isinstance(inst, WgmmaMmaAsync):
+        if not instr.args:
+            raise ck.fail(f"{instr.opcode} takes operands d, a (or a-desc), b-desc, scale-d and its "
+                          "immediates", instr)
+        args = instr.args
+        _widths(ck, args[0], 32, "operand d")
+        if inst.a_source == "reg":
+            _widths(ck, args[1], 32, "operand a")
+        else:
+            _widths(ck, args[1], 64, "operand a-desc")
+        _widths(ck, args[2], 64, "operand b-desc")
+        _widths(ck, args[3], 1, "operand scale-d", "pred")
+    return inst
+
+
+def run_wgmma(m, inst, active) -> None:
+    m.warpgroup.execute(inst)
+
+
+# ---------------------------------------------------------------------- wmma
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A checked fragment operand: its register names, 64-bit registers or not."""
+
+    names: tuple[str, ...]
+    wide: bool
+
+
+_WMMA_FORMS = {WmmaLoad: "r, [p] {, stride}", WmmaStore: "[p], r {, stride}", WmmaMma: "d, a, b, c"}
+
+
+def _wmma_roles(inst) -> tuple[str, ...]:
+    if isinstance(inst, WmmaLoad):
+        return ("frag:" + inst.matrix, "address", "stride")
+    if isinstance(inst, WmmaStore):
+        return ("address", "frag:d", "stride")
+    return ("frag:d", "frag:a", "frag:b", "frag:c")
+
+
+def _fragment_shape(inst, matrix: str) -> tuple[int, bool]:
+    """(registers per thread, 64-bit registers) of fragment ``matrix``."""
+    if isinstance(inst, WmmaMma):
+        return inst.fragment_regs(matrix), inst.atype == "f64"
+    return inst.regs, inst.type == "f64"
+
+
+def check_wmma(ck: Checker, instr: Instr):
+    _resolve_names(ck, instr)
+    inst0 = isa_parse(ck, instr.opcode, instr)
+    roles = _wmma_roles(inst0)
+    for i, role in enumerate(roles):
+        if role.startswith("frag:"):
+            _vector(ck, instr, i, _fragment_shape(inst0, role[5:])[0], role[5:])
+    inst = isa_parse(ck, instr.text, instr)
+    if not instr.args:
+        raise ck.fail(f"{instr.opcode} takes operands {_WMMA_FORMS[type(inst)]}", instr)
+    data = SimpleNamespace(inst=inst, frags={}, address=None, stride=None)
+    for arg, role in zip(instr.args, roles):
+        if role.startswith("frag:"):
+            matrix = role[5:]
+            wide = _fragment_shape(inst, matrix)[1]
+            _widths(ck, arg, 64 if wide else 32, f"fragment {matrix}")
+            data.frags[matrix] = Fragment(tuple(i.name for i in arg.items), wide)
+        elif role == "address":
+            data.address = _check_address(ck, arg, inst.state_space)
+        else:
+            data.stride = _check_stride(ck, arg)
+    return data
+
+
+def _check_address(ck: Checker, arg: Arg, space: str | None):
+    """(base, offset): base a register or variable ``Source``, or None for ``[imm]``."""
+    if arg.kind != "address":
+        raise ck.fail(f"expected an address [p], got {arg.text}", arg)
+    if arg.name is None:
+        return None, arg.offset
+    var = ck.variable(arg.name)
+    if var is not None:
+        if space is not None and _space(space) != var.space:
+            raise ck.fail(f"{arg.name} is a .{var.space} variable; this instruction addresses "
+                          f".{space}", arg)
+        return Source("address", arg.name), arg.offset
+    t = ck.register(Arg("reg", arg.name, arg.line, arg.column + 1, name=arg.name))
+    if t.kind not in "bus" or t.bits not in (32, 64):
+        raise ck.fail(f"the address register {arg.name} is {t}; it must be a 32- or 64-bit integer", arg)
+    return Source("reg", arg.name), arg.offset
+
+
+def _check_stride(ck: Checker, arg: Arg):
+    if arg.kind == "lit":
+        return Source("const", bits=arg.literal.value)
+    _widths(ck, arg, 32, "the stride", "bus")
+    return Source("reg", arg.name)
+
+
+def _space(space: str | None) -> str | None:
+    return None if space is None else space.split("::")[0]
+
+
+def _uniform(m, values: np.ndarray, warp: int, what: str, inst) -> int:
+    """The one value a warp's lanes give for ``what`` (strict mode: they must agree)."""
+    lanes = values[warp * 32:(warp + 1) * 32]
+    if m.strict and not (lanes == lanes[0]).all():
+        lane = int(np.argmax(lanes != lanes[0]))
+        raise HazardError(f"{inst.opcode}: {what} is {int(lanes[0])} in lane 0 of warp {warp} but "
+                          f"{int(lanes[lane])} in lane {lane}; all lanes must give the same value "
+                          "(PTX ISA 9.7.14.4.3/9.7.14.4.4: otherwise the behaviour is undefined)")
+    return int(lanes[0])
+
+
+def _address_values(m, data) -> np.ndarray:
+    """Per-thread address (uint64, wrapping) of the memory operand."""
+    src, offset = data.address
+    if src is None:
+        base = np.zeros(m.threads, np.uint64)
+    elif src.kind == "reg":
+        base = m.read(src.name).astype(np.uint64)
+    else:
+        base = np.full(m.threads, m.variable_address(src.name, _space(data.inst.state_space)), np.uint64)
+    return base + np.uint64(offset % (1 << 64))
+
+
+def _stride_values(m, data):
+    if data.stride is None:
+        return None
+    if data.stride.kind == "const":
+        return np.full(m.threads, data.stride.bits, np.int64)
+    return m.read(data.stride.name).view(np.int32).astype(np.int64)
+
+
+def _read_fragment(m, frag: Fragment) -> np.ndarray:
+    """uint32[threads, words] from the fragment's registers (a 64-bit one as two words, low first)."""
+    cols = []
+    for name in frag.names:
+        bits = m.read(name)
+        if frag.wide:
+            cols += [(bits & np.uint64(0xFFFFFFFF)).astype(np.uint32), (bits >> np.uint64(32)).astype(np.uint32)]
+        else:
+            cols.append(bits.astype(np.uint32))
+    return np.stack(cols, axis=1)
+
+
+def _write_fragment(m, frag: Fragment, words: np.ndarray, active: np.ndarray) -> None:
+    for j, name in enumerate(frag.names):
+        if frag.wide:
+            bits = words[:, 2 * j].astype(np.uint64) | (words[:, 2 * j + 1].astype(np.uint64) << np.uint64(32))
+        else:
+            bits = words[:, j]
+        m.write(name, bits.astype(STORAGE[64 if frag.wide else 32]), active)
+
+
+def run_wmma(m, data, warps: np.ndarray) -> None:
+    inst = data.inst
+    active = np.repeat(warps, 32)
+    if isinstance(inst, WmmaMma):
+        frags = {x: _read_fragment(m, data.frags[x]) for x in "abc"}
+        out = np.zeros((m.threads, wmma_words(inst, "d")), np.uint32)
+        for w in np.flatnonzero(warps):
+            lanes = slice(32 * w, 32 * w + 32)
+            out[lanes] = wmma.mma(inst, frags["a"][lanes], frags["b"][lanes], frags["c"][lanes])
+        _write_fragment(m, data.frags["d"], out, active)
+        return
+    addresses, strides = _address_values(m, data), _stride_values(m, data)
+    if isinstance(inst, WmmaLoad):
+        frag = data.frags[inst.matrix]
+        out = np.zeros((m.threads, len(frag.names) * (2 if frag.wide else 1)), np.uint32)
+        for w in np.flatnonzero(warps):
+            space, offset, stride = _memory_operand(m, data, addresses, strides, w)
+            out[32 * w:32 * w + 32] = wmma.load(inst, m.image(space), offset, stride)
+        _write_fragment(m, frag, out, active)
+        return
+    words = _read_fragment(m, data.frags["d"])
+    for w in np.flatnonzero(warps):
+        space, offset, stride = _memory_operand(m, data, addresses, strides, w)
+        if space == "shared" and m.warpgroup is not None:
+            _store_shared(m, inst, offset, words[32 * w:32 * w + 32], stride)
+        else:
+            wmma.store(inst, m.image(space), offset, words[32 * w:32 * w + 32], stride)
+
+
+def wmma_words(inst: WmmaMma, matrix: str) -> int:
+    regs, wide = _fragment_shape(inst, matrix)
+    return regs * (2 if wide else 1)
+
+
+def _memory_operand(m, data, addresses, strides, warp: int):
+    """(state space, byte offset in its image, stride) of warp ``warp``'s memory operand."""
+    address = _uniform(m, addresses, warp, "the address", data.inst)
+    stride = None if strides is None else _uniform(m, strides, warp, "the stride", data.inst)
+    space, offset = m.locate(address, _space(data.inst.state_space))
+    return space, offset, stride
+
+
+def _store_shared(m, inst: WmmaStore, offset: int, words: np.ndarray, stride) -> None:
+    """A wmma.store to the warpgroup's shared memory, line by line through ``write_smem``.
+
+    The store is first done on a copy (every check, nothing changed on failure), then its
+    lines are written as generic-proxy writes, so that the warpgroup's hazard and proxy-fence
+    rules see them.
+    """
+    scratch = m.warpgroup.smem.copy()
+    wmma.store(inst, scratch, offset, words, stride)
+    shape = str(inst.shape)
+    rows, cols = matrix_dims("d", shape)
+    lead = leading_dimension(rows, cols, inst.layout)
+    ld = default_stride("d", shape, inst.layout) if stride is None else stride
+    nbytes = get_format(inst.type).bits // 8
+    for line in range(cols if inst.layout == "col" else rows):
+        start = offset + line * ld * nbytes
+        m.warpgroup.write_smem(start, scratch[start:start + lead * nbytes])
+
+
+# ---------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Handler:
+    check: object
+    run: object
+    scope: str  # how a guard applies: "thread", "warp", "warpgroup" or "any"
+
+
+HANDLERS = {
+    "mov": Handler(check_mov, run_mov, "thread"),
+    "setp": Handler(check_setp, run_setp, "thread"),
+    "fence": Handler(check_fence, run_fence, "any"),
+    "membar": Handler(check_fence, run_fence, "any"),
+    "wgmma": Handler(check_wgmma, run_wgmma, "warpgroup"),
+    "wmma": Handler(check_wmma, run_wmma, "warp"),
+}
+"""Opcode root -> handler; every root in :data:`fastmma.ptx.syntax.SUPPORTED_ROOTS`."""
