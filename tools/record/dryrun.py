@@ -1,0 +1,90 @@
+"""Local check of the pipeline without a GPU: fake every device output with fastmma, write the
+files exactly as run_device.py would, and replay them with fastmma.conform (all must pass).
+
+    /work/venv/bin/python tools/record/gen.py --dry-run
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import common
+from fastmma import conform, wgmma, wmma
+
+FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_version": "-",
+               "cuda_version": "-", "cuda_driver_api_version": 0, "cuda_runtime_version": 0,
+               "date_utc": "1970-01-01T00:00:00Z"}
+
+
+def fake_wgmma(job, arrs):
+    from fastmma.isa import parse
+
+    inst = parse(job["meta"]["ptx"][1])
+    n = len(arrs["mode"])
+    d = []
+    for i in range(n):
+        src = {"a_regs": arrs["a_regs"][i]} if "a_regs" in arrs else {"a_desc": int(arrs["a_desc"][i])}
+        d.append(wgmma.mma_async(inst, arrs["c_regs"][i], b_desc=int(arrs["b_desc"][i]), smem=arrs["smem"][i],
+                                 scale_d=bool(arrs["scale_d"][i]), **src))
+    return {"d_regs": np.stack(d), "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0,
+            "fills": [0, 0xFF, 0], "keep": [True] * n}
+
+
+def fake_wmma(job, arrs, dup=False):
+    la, lb, lc, mm, st = job["meta"]["ptx"]
+    if dup:
+        n = len(arrs["a_mask"])
+        mems = [(arrs["a_mem"], arrs["b_mem"], arrs["c_mem"], int(arrs["lda"]), int(arrs["ldb"]),
+                 int(arrs["ldc"]), int(arrs["ldd"]))] * n
+        width = job["d_span"]
+    else:
+        n = len(arrs["mode"])
+        mems = [(arrs["a_mem"][i], arrs["b_mem"][i], arrs["c_mem"][i], int(arrs["lda"][i]), int(arrs["ldb"][i]),
+                 int(arrs["ldc"][i]), int(arrs["ldd"][i])) for i in range(n)]
+        width = job["d_width"]
+    res = {k: [] for k in ("a_frag", "b_frag", "c_frag", "d_frag", "d_mem")}
+    for i, (am, bm, cm, lda, ldb, ldc, ldd) in enumerate(mems):
+        a = wmma.load(la.split(" {")[0], am, 0, lda)
+        b = wmma.load(lb.split(" {")[0], bm, 0, ldb)
+        c = wmma.load(lc.split(" {")[0], cm, 0, ldc)
+        if dup:
+            for x, frag in (("a", a), ("b", b)):
+                mask, repl = int(arrs[f"{x}_mask"][i]), int(arrs[f"{x}_repl"][i])
+                for r in range(frag.shape[1]):
+                    if mask >> r & 1:
+                        frag[:, r] = repl
+        d = wmma.mma(mm.split(" {")[0], a, b, c)
+        mem = np.full(width, common.D_PREFILL, np.uint8)
+        wmma.store(st.split(" [")[0], mem, 0, d, ldd)
+        for k, v in zip(("a_frag", "b_frag", "c_frag", "d_frag", "d_mem"), (a, b, c, d, mem)):
+            res[k].append(v)
+    res = {k: np.stack(v) for k, v in res.items()}
+    res["keep"] = [True] * n
+    return res
+
+
+def run(build: Path) -> None:
+    jobs = json.loads((build / "jobs.json").read_text())
+    bundle = np.load(build / "jobs.npz")
+    out = Path(tempfile.mkdtemp(prefix="probes_dry_"))
+    dups = []
+    for i, job in enumerate(jobs):
+        arrs = common.job_arrays(bundle, i, job)
+        if job["kind"] == "wgmma":
+            common.write_recording(out, job, arrs, fake_wgmma(job, arrs), FAKE_DEVICE)
+        elif job["kind"] == "wmma":
+            common.write_recording(out, job, arrs, fake_wmma(job, arrs), FAKE_DEVICE)
+        else:
+            dups.append((job, arrs, fake_wmma(job, arrs, dup=True)))
+    (out / "q3_fragment_copies").mkdir(exist_ok=True)
+    common.write_dup(out / "q3_fragment_copies" / "fragment_copies.zip", dups, FAKE_DEVICE)
+    passed, failed = conform.run([out])
+    sizes = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"dry run in {out}: {passed} passed, {failed} failed; {sizes / 1e6:.2f} MB")
+    if failed:
+        sys.exit(1)
