@@ -49,11 +49,12 @@ def operands():
 def _report(benchmark, capsys, label):
     t = SECONDS[label] = benchmark.stats.stats.min
     benchmark.extra_info.update(seconds=t, size=SIZE)
-    line = f"\n{label:10s} {SIZE}^3 f16: {t:7.2f} s  {SIZE ** 3 / t / 1e9:6.2f} G multiply-adds/s"
+    line = (f"\n{label:10s} {SIZE}^3 f16: {t:7.2f} s  {SIZE ** 3 / t / 1e9:6.2f} G multiply-adds/s"
+            f"  (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     if "1x1" in SECONDS and "2x1" in SECONDS and label == "2x1":
         scaling = SECONDS["1x1"] / SECONDS["2x1"]
         benchmark.extra_info["scaling"] = scaling
-        line += f"   scaling 2 workers / 1 worker: {scaling:4.2f}x (ideal 2.00x, {os.cpu_count()} cores)"
+        line += f"\nscaling 2 workers / 1 worker: {scaling:4.2f}x (ideal 2.00x)"
     with capsys.disabled():
         print(line)
 

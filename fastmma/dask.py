@@ -205,9 +205,11 @@ def _worker_nthreads() -> int | None:
     if distributed is None:
         return None
     try:
-        return getattr(distributed.get_worker(), "nthreads", None)
+        worker = distributed.get_worker()
     except ValueError:  # not inside a worker's task
         return None
+    state = getattr(worker, "state", worker)  # WorkerState holds nthreads in recent versions
+    return getattr(state, "nthreads", None) or getattr(worker, "nthreads", None)
 
 
 # ---------------------------------------------------------------- workers

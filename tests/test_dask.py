@@ -201,6 +201,21 @@ def test_warmup_loads_kernels_on_every_worker(client):
         assert info["loaded_from_cache"] + info["compiled"] > 0 and info["cache_dir"]
 
 
+def _task_numba_threads(threads):
+    import numba
+
+    with fdask.numba_threads(threads):
+        return numba.get_num_threads()
+
+
+@needs_dask
+def test_block_tasks_use_the_workers_threads(client):
+    import numba
+
+    assert client.submit(_task_numba_threads, None, pure=False).result() == 1  # threads_per_worker=1
+    assert client.submit(_task_numba_threads, 2, pure=False).result() == min(2, numba.config.NUMBA_NUM_THREADS)
+
+
 @needs_dask
 @pytest.mark.parametrize("chunking", ["numpy-block-50", "dask-ragged-k-split", "dask-k-mismatch"])
 @pytest.mark.parametrize("text", INSTRUCTIONS)
