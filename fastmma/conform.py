@@ -112,13 +112,24 @@ def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -
     result.cases = n
     a_desc = arrays["a_desc"].reshape(n, -1)
     b_desc = arrays["b_desc"].reshape(n, -1)
+    bases = image_bases(meta, n)
     for i in range(n):
         regs = arrays["c_regs"][i]
         for j, inst in enumerate(insts):
             source = {"a_regs": arrays["a_regs"][i]} if inst.a_source == "reg" else {"a_desc": int(a_desc[i, j])}
             regs = wgmma.mma_async(inst, regs, b_desc=int(b_desc[i, j]), smem=arrays["smem"][i],
-                                   scale_d=bool(arrays["scale_d"][i]) if j == 0 else True, **source)
+                                   scale_d=bool(arrays["scale_d"][i]) if j == 0 else True,
+                                   image_address=bases[i], **source)
         _compare(result, i, "d_regs", arrays["d_regs"][i], regs, limit)
+
+
+def image_bases(meta: dict, n: int) -> list[int]:
+    """Shared address of each case's image, modulo 1024 (all the swizzles see): from
+    ``smem_base_observed``, one value for the file or one per case; 0 when absent."""
+    observed = meta.get("smem_base_observed") or [0]
+    if len(observed) not in (1, n):
+        raise ConformanceError(f"smem_base_observed holds {len(observed)} values for {n} cases")
+    return [int(observed[0 if len(observed) == 1 else i]) % 1024 for i in range(n)]
 
 
 def check_file(path, limit: int = 8) -> FileResult:

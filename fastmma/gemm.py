@@ -9,9 +9,8 @@ hardware's alignment: see :class:`fastmma.isa.numerics.FusedDotRule`).  For the 
 whose C and D types differ (``.f16.f32``, ``.f32.f16``), the first step reads C in its type
 and later steps read the accumulator in D's type, as the loop's accumulator fragment holds it.
 
-The float rule runs on :mod:`fastmma.kernels.fused_gemm`, integers on
-:mod:`fastmma.kernels.int_gemm`, f64 on :mod:`fastmma.kernels.fma64`: every kernel is
-tested bit for bit against the single-instruction path.
+The k-loop runs through :func:`fastmma.kernels.execute`, the same function every single
+instruction uses, so the recorded hardware cases exercise the very kernels a GEMM runs.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ import numpy as np
 from .errors import InvalidInstructionError, OperandError
 from .formats import from_bits, get_format, to_bits
 from .isa import WgmmaMmaAsync, WmmaMma, parse
-from .isa.numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
-from .kernels import launch_lock
+from .kernels import execute
 
 SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
 
@@ -126,8 +124,7 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     a, b = _pad_k(a, b, inst.shape.k)  # K = 0 with C of another type: one zero step
     run = _k_loop(inst, use_c)
     if progress is None:
-        with launch_lock:
-            return from_bits(run(a, b, c), dtype)
+        return from_bits(run(a, b, c), dtype)
     return from_bits(_by_column_blocks(run, a, b, c, get_format(dtype).storage, progress), dtype)
 
 
@@ -159,42 +156,14 @@ def _by_column_blocks(run, a, b, c, storage, progress, width: int = 512):
     d = np.empty((a.shape[0], n), storage)
     for j0 in range(0, n, width):
         j1 = min(n, j0 + width)
-        with launch_lock:
-            d[:, j0:j1] = run(a, np.ascontiguousarray(b[:, j0:j1]), np.ascontiguousarray(c[:, j0:j1]))
+        d[:, j0:j1] = run(a, np.ascontiguousarray(b[:, j0:j1]), np.ascontiguousarray(c[:, j0:j1]))
         progress(j1, n)
     return d
 
 
 def _kernel(inst, use_c):
-    """A function (a_bits, b_bits, c_bits) -> d_bits applying ``inst``'s rule to a whole GEMM."""
-    rule = inst.rule
+    """A function (a_bits, b_bits, c_bits) -> d_bits: ``inst``'s rule over a whole k-loop."""
     neg_a = getattr(inst, "imm_scale_a", 1) == -1
     neg_b = getattr(inst, "imm_scale_b", 1) == -1
-    if isinstance(rule, FusedDotRule):
-        from .kernels import _params
-        from .kernels.fused_gemm import fused_gemm
-
-        pa, pb, pc, pd = (_params(t) for t in (inst.atype, inst.btype, inst.ctype, inst.dtype))
-        emins = {"c_emin": get_format(inst.ctype).min_exponent, "d_emin": get_format(inst.dtype).min_exponent}
-        return lambda a, b, c: fused_gemm(rule, a, b, c, pa, pb, pc, pd, use_c=use_c, neg_a=neg_a, neg_b=neg_b,
-                                          **emins)
-    if isinstance(rule, (IntDotRule, PopcRule)):
-        from .kernels.int_gemm import int_gemm, popc_gemm
-
-        fa, fb = get_format(inst.atype), get_format(inst.btype)
-
-        def run_int(a, b, c):
-            out = np.empty(c.shape, np.uint32)
-            if isinstance(rule, PopcRule):
-                popc_gemm(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
-            else:
-                int_gemm(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int", fb.bits,
-                         fb.kind == "int", rule.group, rule.satfinite, use_c)
-            return out
-        return run_int
-    if isinstance(rule, FmaChainRule):
-        from .kernels.fma64 import mma_f64
-
-        code = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}[rule.rounding]
-        return lambda a, b, c: mma_f64(a, b, c if use_c else np.zeros_like(c), code)
-    raise InvalidInstructionError(f"no GEMM kernel for rule {rule!r}")
+    return lambda a, b, c: execute(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype,
+                                   use_c=use_c, neg_a=neg_a, neg_b=neg_b)

@@ -32,6 +32,18 @@ def test_wgmma_recording(path):
     assert res.ok, "\n".join(map(str, res.mismatches))
 
 
+@pytest.mark.parametrize("path", WMMA[::5] + WGMMA[::5], ids=lambda p: p.stem)
+def test_recording_through_the_fast_kernels(path, monkeypatch):
+    """Single instructions normally run on the per-element kernels; the GEMM kernels must
+    reproduce the hardware too."""
+    from fastmma import kernels
+
+    monkeypatch.setattr(kernels, "FAST_KERNEL_MIN_MACS", 0)
+    res = conform.check_file(path)
+    assert res.error is None, res.error
+    assert res.ok, "\n".join(map(str, res.mismatches))
+
+
 def test_runner_reports_a_flipped_bit(tmp_path):
     src = WMMA[0]
     with np.load(src) as data:

@@ -1,5 +1,6 @@
 """The fast GEMM kernel for the float rule, bit for bit against the reference kernel.
 
+
 The reference (kernels.fused_dot) is the one the recordings verify; the fast kernel computes
 the same rule another way (float32 or float64 lanes, int32/int64 sums, blocked).
 """
@@ -10,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from fastmma.formats import get_format
 from fastmma.isa import parse
-from fastmma.kernels import _params, execute
+from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fused_gemm import fused_gemm, prescale
 
 INSTRUCTIONS = [
@@ -40,8 +41,11 @@ def run(text, a, b, c, use_c=True, wide=None, blocks=None):
               use_c=use_c, wide=wide, **neg)
     if blocks:
         kw["blocks"] = blocks
-    got = fused_gemm(inst.rule, a, b, c, *(_params(t) for t in (inst.atype, inst.btype, inst.ctype, inst.dtype)), **kw)
-    ref = execute(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype, use_c=use_c, **neg)
+    c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)  # as kernels.execute hands it over
+    kw["c_emin"] = get_format(ctype).min_exponent
+    got = fused_gemm(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
+                     **kw)
+    ref = reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype, use_c=use_c, **neg)
     return got, ref
 
 

@@ -81,12 +81,13 @@ def test_async_control_instructions():
 
 
 @pytest.mark.parametrize("text,expected_rule", [
-    ("wgmma.mma_async.m64n8k16.f32.f16.f16", FusedDotRule(16, 25, -133, 23, "rz")),
-    ("wgmma.mma_async.m64n8k16.f16.f16.f16", FusedDotRule(16, 25, -21, 10, "rne")),
+    ("wgmma.mma_async.m64n8k16.f32.f16.f16", FusedDotRule(16, 25, -133, 23, "rz", "f32")),
+    ("wgmma.mma_async.m64n8k16.f16.f16.f16", FusedDotRule(16, 25, -21, 10, "rne", "f16")),
     ("wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", FusedDotRule(32, 13, -133, 13, "rz")),
     ("wgmma.mma_async.m64n8k8.f32.tf32.tf32", FusedDotRule(8, 25, -133, 23, "rz")),
     ("wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32", FusedDotRule(4, 25, -133, 23, "rz")),
-    ("wmma.mma.sync.aligned.row.col.m16n16k16.f16.f32", FusedDotRule(16, 25, -133, 10, "rne")),
+    ("wmma.mma.sync.aligned.row.col.m16n16k16.f16.f32", FusedDotRule(16, 25, -133, 23, "rz", "f32", "f16")),
+    ("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f16", FusedDotRule(16, 25, -133, 23, "rz", "f32")),
     ("wgmma.mma_async.m64n8k32.s32.u8.s8.satfinite", IntDotRule(32, True)),
     ("wgmma.mma_async.m64n8k256.s32.b1.b1.and.popc", PopcRule("and", 256)),
     ("wmma.mma.xor.popc.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32", PopcRule("xor", 128)),

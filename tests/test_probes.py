@@ -1,9 +1,10 @@
 """H100 probe recordings (tests/golden/probes, made with tools/record): every case replayed bit for
 bit, and the rules the probes settled written out as literal checks on hand-made operands.
 
-Probes whose hardware bits fastmma does not reproduce are strict xfails, each with the rule the
-hardware follows; when fastmma learns the rule the test XPASSes and fails: drop its mark then.
-tools/record/README.md describes the probes and how they were made.
+They settled: an f32 result rounded to zero is +0; an f16 C enters the f32 mode converted to f32;
+f16 D from f32 C is rounded twice (toward zero to f32, then to nearest even); an f16-mode zero is
++0; wmma.mma reads the lowest copy of a duplicated f16 fragment register; the f64 NaN order; the
+swizzle acts on the absolute shared address.  tools/record/README.md describes how they were made.
 """
 
 from __future__ import annotations
@@ -22,64 +23,15 @@ PROBES = Path(__file__).parent / "golden" / "probes"
 FILES = sorted(PROBES.rglob("*.npz"))
 COPIES = PROBES / "q3_fragment_copies" / "fragment_copies.zip"
 
-# ----------------------------------------------------------------------------------------------
-# What fastmma does not reproduce yet (probe file -> the hardware's rule)
-# ----------------------------------------------------------------------------------------------
-
-F32_PLUS_ZERO = ("H100: an f32 result whose non-zero exact sum rounds (toward zero) to zero is +0 "
-                 "(0x00000000); fastmma gives the sum's sign (0x80000000)")
-F16C_AS_F32 = ("H100: with f32 D, an f16 C enters the sum converted to f32, so a subnormal f16 C "
-               "counts with its true exponent (C=-2^-24, product 2^-48: 0xb37fffff; fastmma "
-               "0xb3800000, C taken at exponent -14 truncates the product)")
-F16_PLUS_ZERO = ("H100: in the f16 mode (C and D f16) an f16 result that rounds to zero is +0 "
-                 "(product -2^-44, C=+0: 0x0000; fastmma 0x8000)")
-F16_TWICE = ("H100: f16 D from f32 C is rounded twice: toward zero to f32, then to nearest-even f16 "
-             "(1 + 2^-11 + 2^-24: 0x3c00; fastmma rounds once: 0x3c01)")
-BASE_NOT_PASSED = ("the image sat at smem_base_observed (not 1024-aligned); conform.replay_wgmma "
-                   "replays at image_address=0 (fastmma.wgmma.mma_async with image_address = "
-                   "smem_base_observed % 1024 reproduces every case: test_unaligned_image_replay)")
-
-KNOWN = {
-    "q1_f32_underflow_sign/wgmma.m64n8k16.f32.bf16.bf16.adesc.ta0.tb0.sa-1.sb1.npz": F32_PLUS_ZERO,
-    "q1_f32_underflow_sign/wgmma.m64n8k16.f32.bf16.bf16.adesc.ta0.tb0.sa1.sb1.npz": F32_PLUS_ZERO,
-    "q1_f32_underflow_sign/wgmma.m64n8k16.f32.bf16.bf16.areg.tb0.sa1.sb1.npz": F32_PLUS_ZERO,
-    "q1_f32_underflow_sign/wgmma.m64n8k8.f32.tf32.tf32.adesc.sa1.sb1.npz": F32_PLUS_ZERO,
-    "q1_f32_underflow_sign/wgmma.m64n8k8.f32.tf32.tf32.areg.sa1.sb-1.npz": F32_PLUS_ZERO,
-    "q2_wmma_mixed_cd_zero_exponent/wmma.m16n16k16.col.col.f32.f16.f16.ccol.drow.npz": F16C_AS_F32,
-    "q2_wmma_mixed_cd_zero_exponent/wmma.m16n16k16.row.col.f32.f16.f16.crow.drow.npz": F16C_AS_F32,
-    "q2_wmma_mixed_cd_zero_exponent/wmma.m32n8k16.row.col.f32.f16.f16.crow.drow.npz": F16C_AS_F32,
-    "q2_wmma_mixed_cd_zero_exponent/wmma.m8n32k16.row.col.f32.f16.f16.crow.drow.npz": F16C_AS_F32,
-    "q2_wmma_mixed_cd_zero_exponent/wmma.m16n16k16.row.col.f16.f16.f16.crow.drow.npz": F16_PLUS_ZERO,
-    "q5_smem_base_1152/wgmma.m64n8k16.f32.f16.f16.adesc.ta0.tb0.sa1.sb1.npz": BASE_NOT_PASSED,
-    "q5_smem_base_1152/wgmma.m64n8k16.f32.f16.f16.adesc.ta1.tb1.sa1.sb1.npz": BASE_NOT_PASSED,
-    "q5_smem_base_1536/wgmma.m64n8k16.f32.f16.f16.adesc.ta0.tb0.sa1.sb1.npz": BASE_NOT_PASSED,
-    "q5_smem_base_1536/wgmma.m64n8k16.f32.f16.f16.adesc.ta1.tb1.sa1.sb1.npz": BASE_NOT_PASSED,
-    "q7_f16_rounding_zero_sign/wgmma.m64n8k16.f16.f16.f16.adesc.ta0.tb0.sa1.sb1.npz": F16_PLUS_ZERO,
-    "q7_f16_rounding_zero_sign/wmma.m16n16k16.row.col.f16.f16.f16.crow.drow.npz": F16_PLUS_ZERO,
-    "q7_f16_rounding_zero_sign/wmma.m16n16k16.row.col.f16.f32.f16.crow.drow.npz": F16_TWICE,
-    "q7_f16_rounding_zero_sign/wmma.m16n16k16.row.col.f32.f32.bf16.crow.drow.npz": F32_PLUS_ZERO,
-}
-
-
 def _rel(path: Path) -> str:
     return path.relative_to(PROBES).as_posix()
 
 
-def _params():
-    out = []
-    for p in FILES:
-        reason = KNOWN.get(_rel(p))
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        out.append(pytest.param(p, id=_rel(p), marks=marks))
-    return out
-
-
 def test_probe_files_are_present():
     assert len(FILES) >= 40 and COPIES.exists()
-    assert set(KNOWN) <= {_rel(p) for p in FILES}
 
 
-@pytest.mark.parametrize("path", _params())
+@pytest.mark.parametrize("path", FILES, ids=_rel)
 def test_probe_recording(path):
     res = conform.check_file(path)
     assert res.error is None, res.error
@@ -115,7 +67,6 @@ def _bits(x, dtype):
     return np.asarray(x).view({np.float32: np.uint32, np.float16: np.uint16, np.float64: np.uint64}[dtype])
 
 
-@pytest.mark.xfail(strict=True, reason=F32_PLUS_ZERO)
 def test_q1_f32_underflow_is_plus_zero():
     """q1: A[0,0]=2^-75, B[0,0]=-2^-75 (bf16), all else 0, C=0: D[0,0] = +0."""
     A = np.zeros((64, 16), np.uint16)
@@ -135,7 +86,6 @@ def test_q2_f16_c_f32_d_sums_in_f32_mode():
         assert _bits(D, np.float32)[0, 0] == 0x27800000, shape
 
 
-@pytest.mark.xfail(strict=True, reason=F16C_AS_F32)
 def test_q2_subnormal_f16_c_enters_as_f32():
     A = np.zeros((16, 16), np.uint16)
     B = np.zeros((16, 16), np.uint16)
@@ -146,7 +96,6 @@ def test_q2_subnormal_f16_c_enters_as_f32():
     assert _bits(D, np.float32)[0, 0] == 0xB37FFFFF   # -(2^-24 - 2^-48), exact
 
 
-@pytest.mark.xfail(strict=True, reason=F16_TWICE)
 def test_q7_f16_d_from_f32_c_rounds_twice():
     A = np.zeros((16, 16), np.uint16)
     B = np.zeros((16, 16), np.uint16)
@@ -165,7 +114,6 @@ def test_q7_f16_d_from_f32_c_keeps_the_sign_of_a_tiny_f32():
     assert _bits(D, np.float16)[0, 0] == 0x8000
 
 
-@pytest.mark.xfail(strict=True, reason=F16_PLUS_ZERO)
 def test_q7_f16_mode_zero_is_plus_zero():
     A = np.zeros((16, 16), np.uint16)
     B = np.zeros((16, 16), np.uint16)

@@ -16,9 +16,12 @@ class FusedDotRule:
     """Aligned-and-truncated fused sum of ``group`` products plus C (``kernels.fused_dot``).
 
     ``frac_bits`` fraction bits are kept below the largest exponent of a group; zero terms
-    count with exponent ``e_zero``; each group's exact sum is rounded to the accumulator
-    with ``out_man_bits`` fraction bits, toward zero (``"rz"``) or to nearest even
-    (``"rne"``).
+    count with exponent ``e_zero``; each group's exact sum is rounded once, toward zero
+    (``"rz"``, to an f32 with ``out_man_bits`` fraction bits) or to nearest even (``"rne"``,
+    to f16).  ``accumulator`` is the mode the sum runs in: ``"f32"`` (C enters as an f32
+    value, an f16 C converted exactly) or ``"f16"`` (C and D both f16).  ``output="f16"``:
+    the f32 result is then converted to f16, to nearest even.  The fused rounding gives +0
+    for any zero; the conversion to f16 keeps the sign of a non-zero f32.
     """
 
     group: int
@@ -26,14 +29,17 @@ class FusedDotRule:
     e_zero: int
     out_man_bits: int
     rounding: str
+    accumulator: str = "f32"
+    output: str | None = None
 
     def describe(self) -> str:
-        rnd = "toward zero" if self.rounding == "rz" else "to nearest even"
+        rnd = ("toward zero to f32" if self.rounding == "rz" else "to nearest even to f16")
+        then = ", then converted to f16 (nearest even)" if self.output == "f16" else ""
         return (
-            f"exact products; C plus {self.group} products summed at once, each term truncated "
-            f"to {self.frac_bits} fraction bits below the largest exponent of the group (zero "
-            f"terms count as 2^{self.e_zero}); the sum rounded {rnd} to {self.out_man_bits} "
-            f"fraction bits; NaN results canonical, exact zeros +0"
+            f"exact products; C (as {self.accumulator}) plus {self.group} products summed at once, each term "
+            f"truncated to {self.frac_bits} fraction bits below the largest exponent of the group (zero terms "
+            f"count as 2^{self.e_zero}); the sum rounded {rnd} with {self.out_man_bits} fraction bits{then}; "
+            f"NaN results canonical; a zero sum or one rounded to zero gives +0"
         )
 
 
@@ -80,14 +86,15 @@ def float_rule(atype: str, ctype: str, dtype: str, group: int) -> FusedDotRule:
 
     fp8 inputs keep 13 fraction bits per term, others 25; an f32 result keeps 13 fraction
     bits for fp8 inputs.  The sum runs in the f16 mode (zero terms at 2^-21) only when both
-    C and D are f16; otherwise in the f32 mode (2^-133), rounded to f16 at the end where D
-    is f16.
+    C and D are f16, rounded once to nearest even f16; otherwise in the f32 mode (2^-133, an
+    f16 C converted to f32 first), rounded toward zero to f32 and, where D is f16, converted
+    to f16 after that (recorded: a double rounding).
     """
     frac_bits = 13 if atype in _FP8 else 25
-    e_zero = -21 if (ctype == "f16" and dtype == "f16") else -133
-    if dtype == "f16":
-        return FusedDotRule(group, frac_bits, e_zero, 10, "rne")
-    return FusedDotRule(group, frac_bits, e_zero, 13 if atype in _FP8 else 23, "rz")
+    if ctype == "f16" and dtype == "f16":
+        return FusedDotRule(group, frac_bits, -21, 10, "rne", "f16")
+    out_man_bits = 13 if atype in _FP8 else 23
+    return FusedDotRule(group, frac_bits, -133, out_man_bits, "rz", "f32", "f16" if dtype == "f16" else None)
 
 
 def wgmma_rule(atype: str, dtype: str, k: int, satfinite: bool, op: str | None):

@@ -2,7 +2,9 @@
 
 Kernels know nothing of registers, descriptors or instructions' text: they see whole arrays
 of operand bits and return accumulator bits.  :func:`execute` is the one place that maps a
-numerics rule (``fastmma.isa.numerics``) onto its kernel.
+numerics rule (``fastmma.isa.numerics``) onto its kernel, for one instruction or a whole
+k-loop alike; :func:`reference` runs the same rules through the simple per-element kernels,
+the oracle the fast ones are tested against.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ..formats import get_format
 from ..isa.numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .decode import float_params
 
-_ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
+ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 
 #: Held while a parallel kernel runs.  Each kernel already uses every core, and numba's
 #: fallback threading layer ("workqueue") must not be entered from two Python threads at once,
@@ -23,49 +25,93 @@ _ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 launch_lock = threading.RLock()
 
 
-def _params(name: str) -> tuple:
+def format_params(name: str) -> tuple:
+    """The float format parameters a kernel takes (``decode.float_params``), as int64s."""
     return tuple(np.int64(x) for x in float_params(get_format(name)))
+
+
+_params = format_params  # the name other modules used before; kept while they move over
+
+#: Problems below this many multiply-adds run on the per-element kernels, whose start-up is
+#: cheaper; both give the same bits (tests/test_fused_gemm.py, tests/test_int_gemm.py, and
+#: the recordings replayed with this set to 0 in tests/test_conformance.py).
+FAST_KERNEL_MIN_MACS = 1 << 18
 
 
 def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
             use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
-    """D bits (M, N) = C + A (M, K) · B (K, N) under ``rule``.
+    """D bits (M, N) = C + A (M, K) · B (K, N) under ``rule``, k-group after k-group.
 
     ``a``, ``b``, ``c`` are contiguous arrays of raw element bits in the storage dtype of
     their formats (sub-byte elements one per byte).  ``use_c=False`` ignores C entirely
     (scale-d = 0); ``neg_a``/``neg_b`` negate A/B (imm-scale = -1).  K must be a multiple
-    of the rule's group size.
+    of the rule's group size.  C is read in ``ctype`` for the first group and the
+    accumulator in ``dtype`` after it.  Small problems go to :func:`reference`.
     """
+    if a.shape[0] * a.shape[1] * b.shape[1] < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
+        return reference(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     with launch_lock:
-        return _execute(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+        if isinstance(rule, FusedDotRule):
+            from .fused_gemm import fused_gemm
+
+            c, ctype = c_as_accumulator(rule, c, ctype)
+            return fused_gemm(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                              c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
+                              use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+        out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
+        if isinstance(rule, IntDotRule):
+            from .int_gemm import int_gemm
+
+            fa, fb = get_format(atype), get_format(btype)
+            int_gemm(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int", fb.bits,
+                     fb.kind == "int", rule.group, rule.satfinite, use_c)
+        elif isinstance(rule, PopcRule):
+            from .int_gemm import popc_gemm
+
+            popc_gemm(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
+        elif isinstance(rule, FmaChainRule):
+            from .fma64 import mma_f64
+
+            out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding])
+        else:
+            raise TypeError(f"no kernel for rule {rule!r}")
+        return out
 
 
-def _execute(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b):
+def c_as_accumulator(rule, c, ctype):
+    """C as the sum sees it: the f32 mode converts an f16 C to f32 first (exactly)."""
+    if rule.accumulator == "f32" and ctype == "f16":
+        return np.ascontiguousarray(c).view(np.float16).astype(np.float32).view(np.uint32), "f32"
+    return c, ctype
+
+
+def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
+              use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+    """The same as :func:`execute`, through the per-element reference kernels."""
     m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), dtype=get_format(dtype).storage)
-    if isinstance(rule, FusedDotRule):
-        from .fused_dot import ROUND_RNE, ROUND_RZ, fused_dot_mma
+    with launch_lock:
+        if isinstance(rule, FusedDotRule):
+            from .fused_dot import fused_dot_mma, rounding_code
 
-        rounding = ROUND_RNE if rule.rounding == "rne" else ROUND_RZ
-        fused_dot_mma(a, b, c, out, _params(atype), _params(btype), _params(ctype), _params(dtype),
-                      rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding,
-                      use_c, int(neg_a), int(neg_b))
-    elif isinstance(rule, IntDotRule):
-        from .int_dot import int_dot_mma
+            c, ctype = c_as_accumulator(rule, c, ctype)
+            fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                          rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule),
+                          use_c, int(neg_a), int(neg_b))
+        elif isinstance(rule, IntDotRule):
+            from .int_dot import int_dot_mma
 
-        fa, fb = get_format(atype), get_format(btype)
-        int_dot_mma(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int",
-                    fb.bits, fb.kind == "int", rule.group, rule.satfinite, use_c)
-    elif isinstance(rule, PopcRule):
-        from .int_dot import popc_mma
+            fa, fb = get_format(atype), get_format(btype)
+            int_dot_mma(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int",
+                        fb.bits, fb.kind == "int", rule.group, rule.satfinite, use_c)
+        elif isinstance(rule, PopcRule):
+            from .int_dot import popc_mma
 
-        popc_mma(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
-    elif isinstance(rule, FmaChainRule):
-        from .fma64 import mma_f64
+            popc_mma(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
+        elif isinstance(rule, FmaChainRule):
+            from .fma64 import mma_f64
 
-        if not use_c:
-            c = np.zeros_like(c)
-        out[...] = mma_f64(a, b, c, _ROUNDING_CODES[rule.rounding])
-    else:
-        raise TypeError(f"no kernel for rule {rule!r}")
+            out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding])
+        else:
+            raise TypeError(f"no kernel for rule {rule!r}")
     return out

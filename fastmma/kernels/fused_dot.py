@@ -13,7 +13,10 @@ summed in one fused step:
    a multiple of ``2**(e_max - frac_bits)``;
 3. the truncated terms are added exactly, and the sum is rounded once to the accumulator
    format: toward zero to f32 (``out_man_bits`` = 23, or 13 for fp8 inputs), or to nearest
-   even to f16.  Overflow gives an infinity, an exact zero is +0, a NaN is canonical.
+   even to f16 (the f16 mode, C and D both f16); in the f32 mode with an f16 D, toward zero
+   to f32 and then to nearest even f16.  Overflow gives an infinity, a NaN is canonical; the
+   fused rounding gives +0 for a zero, the f32-to-f16 conversion keeps a non-zero f32's sign
+   (all recorded on the H100).
 
 A NaN input, ``inf * 0`` or ``inf - inf`` gives NaN; otherwise an infinite term gives that
 infinity.  Longer sums run group after group in increasing k, each group's rounded result
@@ -28,7 +31,19 @@ from numba import njit, prange
 
 from .decode import FINITE, INF, NAN, ZERO, decode_float
 
-ROUND_RZ, ROUND_RNE = 0, 1
+# rounding of a group's sum: toward zero to f32; nearest even to f16; toward zero to f32 and
+# then nearest even to f16.  ROUND_RNE_SIGNED is the last step of the third: an IEEE
+# conversion, which keeps the sign of a non-zero value rounded to zero.
+ROUND_RZ, ROUND_RNE, ROUND_RZ_F16, ROUND_RNE_SIGNED = 0, 1, 2, 3
+
+
+
+def rounding_code(rule) -> int:
+    """The kernels' code for a FusedDotRule's rounding of each group's sum."""
+    if rule.rounding == "rne":
+        return ROUND_RNE
+    return ROUND_RZ_F16 if rule.output == "f16" else ROUND_RZ
+
 
 # canonical NaNs of the accumulator formats
 _NAN_F32 = 0x7FFFFFFF
@@ -59,8 +74,21 @@ def round_to_format(neg, mag, scale_exp, d_exp_bits, d_man_bits, d_bias, out_man
     """Bits of ``(-1)**neg * mag * 2**scale_exp`` in the accumulator format.
 
     ``mag`` is a non-negative exact integer.  The result keeps ``out_man_bits`` fraction
-    bits (``<= d_man_bits``), rounded as ``rounding`` says; zero results are +0.
+    bits (``<= d_man_bits``), rounded as ``rounding`` says.
     """
+    if rounding != ROUND_RZ_F16:
+        return _round_bits(neg, mag, scale_exp, d_exp_bits, d_man_bits, d_bias, out_man_bits, rounding)
+    # toward zero to f32, then that f32 to nearest even f16
+    b32 = _round_bits(neg, mag, scale_exp, 8, 23, 127, out_man_bits, ROUND_RZ)
+    cls, s32, e32, m32 = decode_float(b32, 8, 23, 127, 1, 0)
+    if cls == INF:
+        return (np.uint64(neg) << np.uint64(d_exp_bits + d_man_bits)) | np.uint64(((1 << d_exp_bits) - 1) << d_man_bits)
+    return _round_bits(s32, m32, e32 - 23, d_exp_bits, d_man_bits, d_bias, d_man_bits, ROUND_RNE_SIGNED)
+
+
+@njit(cache=True)
+def _round_bits(neg, mag, scale_exp, d_exp_bits, d_man_bits, d_bias, out_man_bits, rounding):
+    """One rounding (toward zero or to nearest even) of ``(-1)**neg * mag * 2**scale_exp``."""
     if mag == 0:
         return np.uint64(0)
     nb = _bit_length(mag)
@@ -73,18 +101,18 @@ def round_to_format(neg, mag, scale_exp, d_exp_bits, d_man_bits, d_bias, out_man
         m = mag << (-sh)
     elif sh >= 63:
         m = np.int64(0)
-        if rounding == ROUND_RNE and sh == 63 and mag > (np.int64(1) << 62):
+        if rounding != ROUND_RZ and sh == 63 and mag > (np.int64(1) << 62):
             m = np.int64(1)
     else:
         m = mag >> sh
-        if rounding == ROUND_RNE:
+        if rounding != ROUND_RZ:
             rem = mag - (m << sh)
             half = np.int64(1) << (sh - 1)
             if rem > half or (rem == half and (m & 1) == 1):
                 m += 1
     sign = np.uint64(neg) << np.uint64(d_exp_bits + d_man_bits)
-    if m == 0:  # a non-zero sum that underflows keeps its sign
-        return sign
+    if m == 0:  # a non-zero sum rounded to zero: +0, or signed (f16 output of the f32 mode)
+        return sign if rounding == ROUND_RNE_SIGNED else np.uint64(0)
     # m counts units of 2**q with up to out_man_bits+1 bits (one more after a carry)
     field = np.int64(m) << (d_man_bits - out_man_bits)
     if lead < emin and field < (np.int64(1) << d_man_bits):

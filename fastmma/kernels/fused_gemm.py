@@ -11,8 +11,9 @@ another way.  For each output element and each group of ``G`` k-terms:
   rule's truncation, and the integer sum is exact;
 * the C (accumulator) term ``trunc(c * S)`` is added in int64, ``(T + t_c) * 2^(e_max -
   frac_bits)`` is exact in float64 and is rounded to the accumulator by masking bits
-  (toward zero) or by adding and subtracting a power-of-two constant (nearest even); a
-  non-zero sum that underflows keeps its sign, a zero sum is +0, overflow gives inf.
+  (toward zero) or by adding and subtracting a power-of-two constant (nearest even), or both
+  in turn (toward zero to f32, then to nearest even f16); the fused rounding gives +0 for a
+  zero, the conversion to f16 keeps a non-zero f32's sign; overflow gives inf.
 
 Two lane widths.  The float32 path (16 lanes) keeps exponents, products and scales in
 float32 and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
@@ -39,7 +40,7 @@ from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .decode import FINITE, INF, NAN, ZERO, decode_float
-from .fused_dot import ROUND_RNE, ROUND_RZ, fused_group
+from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_group, rounding_code
 
 NEG_EXP = -(1 << 20)  # exponent given to zeros
 _POW2_OFF = 300
@@ -124,16 +125,17 @@ def _c_exponent(c, c_emin):
 
 
 @njit(cache=True, inline="always")
-def _round_rne_f16(x):
-    """``x`` (float64) rounded to nearest even f16 (subnormals at 2^-14, overflow to inf)."""
+def _round_rne_f16(x, signed):
+    """``x`` (float64) rounded to nearest even f16 (subnormals at 2^-14, overflow to inf); a
+    non-zero ``x`` rounded to zero keeps its sign only if ``signed``."""
     e = ((f64_bits(x) >> 52) & 0x7FF) - 1023
     q = max(e, -14) - 10
     magic = f64_from_bits(((q + 1075) << 52) | (np.int64(1) << 51))
     y = (x + magic) - magic
     if abs(y) >= _F16_OVERFLOW:
         y = np.inf if y > 0 else -np.inf
-    elif y == 0.0 and x < 0.0:
-        y = -0.0
+    elif y == 0.0:
+        y = -0.0 if (signed and x < 0.0) else 0.0
     return np.float32(y)
 
 
@@ -144,7 +146,8 @@ def _round_rz_f32(x, omb):
     xb = f64_bits(x)
     e = ((xb >> 52) & 0x7FF) - 1023
     drop = min((52 - omb) + max(0, -126 - e), 63)
-    return np.float32(f64_from_bits(xb & ~((np.int64(1) << drop) - 1)))
+    # + 0 makes a truncated-away result +0, as the hardware gives it
+    return np.float32(f64_from_bits(xb & ~((np.int64(1) << drop) - 1))) + np.float32(0)
 
 
 @njit(cache=True, inline="always")
@@ -164,7 +167,14 @@ def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
     if rnd == ROUND_RNE:
         for j in range(nb):
             old = acc[j]
-            r = _round_rne_f16(_exact_sum(old, T[j], np.int64(E[j]), frac))
+            r = _round_rne_f16(_exact_sum(old, T[j], np.int64(E[j]), frac), False)
+            r = old if abs(old) == np.inf else r
+            acc[j] = r
+            ec[j] = _c_exponent(r, d_emin)
+    elif rnd == ROUND_RZ_F16:
+        for j in range(nb):
+            old = acc[j]
+            r = _round_rne_f16(np.float64(_round_rz_f32(_exact_sum(old, T[j], np.int64(E[j]), frac), omb)), True)
             r = old if abs(old) == np.inf else r
             acc[j] = r
             ec[j] = _c_exponent(r, d_emin)
@@ -413,7 +423,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     """
     m, kk = a.shape
     n = b.shape[1]
-    rnd = ROUND_RNE if rule.rounding == "rne" else ROUND_RZ
+    rnd = rounding_code(rule)
     a_lo_hi, rows = scan_rows(a, af)
     b_lo_hi, cols = scan_rows(np.ascontiguousarray(b.T), bf)
     sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
@@ -438,7 +448,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), out, rule.frac_bits, sh, rule.e_zero,
                                       rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
     del a_val, a_exp
-    d = out.astype(np.float16).view(np.uint16) if rnd == ROUND_RNE else out.view(np.uint32)
+    d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
     if rows.any() or cols.any() or elems.any():
         fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
                        rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows, cols, elems)
