@@ -104,7 +104,15 @@ def _cmd_gemm(args) -> int:
     if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
         bar = ProgressBar(sys.stderr)
     t0 = time.perf_counter()
-    D = matmul(A, B, C, instruction=inst, progress=bar)
+    if args.scheduler:
+        from .dask import run_gemm_on_cluster
+
+        if bar is None and args.progress != "never":
+            bar = ProgressBar(sys.stderr, label=f"gemm @ {args.scheduler}")
+        D = run_gemm_on_cluster(A, B, C, instruction=inst, scheduler=args.scheduler, progress=bar,
+                                block=args.block)
+    else:
+        D = matmul(A, B, C, instruction=inst, progress=bar)
     dt = time.perf_counter() - t0
     print(f"time: {dt:.3f} s ({macs / dt / 1e9:.2f} G multiply-adds/s)", file=out)
     if args.out:
@@ -246,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                    help="progress bar on stderr (auto: GEMMs of 2^31 multiply-adds or more)")
     p.add_argument("--no-check", action="store_true", help="skip the error report against a float64 reference")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run on a Dask cluster (pip install 'fastmma[dask]'); same bits as the local run")
+    p.add_argument("--block", type=int, metavar="N", help="with --scheduler: output block size (default 1024)")
     p.set_defaults(func=_cmd_gemm)
 
     p = sub.add_parser("conform", help="replay hardware recordings (golden format v1) and compare every bit")

@@ -353,7 +353,7 @@ def _gather(distributed, client, d, progress):
     total, done = len(futures), 0
     if progress is not None:
         progress(0, total)
-    for _ in distributed.as_completed(list(futures.values())):
+    for _ in distributed.as_completed(list(futures.values()), loop=client.loop):
         done += 1
         if progress is not None:
             progress(done, total)

@@ -91,3 +91,29 @@ def test_errors_are_one_line_with_status_2(args):
     assert err.startswith("fastmma: error: ")
     assert err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+def test_gemm_on_a_dask_cluster_gives_the_local_bits(tmp_path):
+    distributed = pytest.importorskip("distributed", reason="the Dask extra: pip install 'fastmma[dask]'")
+    import fastmma
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((70, 48)).astype(np.float16)
+    B = rng.standard_normal((48, 90)).astype(np.float16)
+    np.save(tmp_path / "a.npy", A)
+    np.save(tmp_path / "b.npy", B)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        code, out, err = run("gemm", "-i", "m64n64k16.f32.f16.f16", "--a", str(tmp_path / "a.npy"), "--b",
+                             str(tmp_path / "b.npy"), "-o", str(tmp_path / "d.npy"), "--scheduler",
+                             cluster.scheduler_address, "--block", "32", "--progress", "always")
+    assert code == 0, err
+    assert "100.0%" in err
+    expected = fastmma.matmul(A, B, instruction="m64n64k16.f32.f16.f16")
+    assert np.array_equal(np.load(tmp_path / "d.npy").view(np.uint32), expected.view(np.uint32))
+
+
+def test_gemm_with_an_unreachable_scheduler_is_a_one_line_error():
+    code, _, err = run("gemm", "--size", "8", "--scheduler", "tcp://127.0.0.1:9")
+    assert code == 2
+    assert err.startswith("fastmma: error: ") and err.count("\n") == 1
