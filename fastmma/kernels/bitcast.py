@@ -44,3 +44,4 @@ def f32_bits(typingctx, x):
     """The bits of the float32 ``x`` as an int32."""
     if x == types.float32:
         return _bitcast(types.float32, types.int32)
+

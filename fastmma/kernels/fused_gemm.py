@@ -28,8 +28,9 @@ that overflows to infinity from finite inputs stays infinite (finite products ca
 it).
 
 Blocking: for each N-block of ``NB`` columns and K-block of ``KB``, a decoded B panel is
-shared by the threads, which take blocks of ``MB`` rows; for each group the ``G x NB`` slice
-of the panel stays in L1 while the rows stream past it.  ``G`` is a compile-time constant
+shared by the threads, which take blocks of ``MB`` rows and pack their block of A group by
+group (so a group's A values for all rows are contiguous); for each group the ``G x NB``
+slice of the panel stays in cache while the rows stream past it.  ``G`` is a compile-time constant
 (one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
 """
 
@@ -39,15 +40,12 @@ import numpy as np
 from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
-from .decode import FINITE, INF, NAN, ZERO, decode_float
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_group, rounding_code
 
 NEG_EXP = -(1 << 20)  # exponent given to zeros
-_POW2_OFF = 300
-POW2 = np.ldexp(1.0, np.arange(-_POW2_OFF, _POW2_OFF + 1)).astype(np.float64)
 _F16_OVERFLOW = 65536.0
 
-KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 128, 32
+KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 256, 64
 
 
 # ---------------------------------------------------------------- decoding
@@ -55,13 +53,22 @@ KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 128, 32
 
 @njit(cache=True, inline="always")
 def _decode_value(x, p, neg):
-    """``(value as float64, exponent, special)`` of one element; zeros and specials get
-    the value 0 and exponent ``NEG_EXP``."""
-    cls, sign, e, sig = decode_float(x, p[0], p[1], p[2], p[3], p[4])
-    if cls == FINITE:
-        v = np.float64(sig) * POW2[e - p[1] + _POW2_OFF]
-        return (-v if sign ^ neg else v), e, False
-    return 0.0, np.int64(NEG_EXP), cls != ZERO
+    """``(value as float64, exponent, special)`` of one element, without branches (so that
+    loops over whole rows vectorise); zeros and specials get the value 0 and exponent
+    ``NEG_EXP``.  ``p`` is ``decode.float_params``: exp_bits, man_bits, bias, ieee, low."""
+    ebits, mbits, bias, ieee, low = p[0], p[1], p[2], p[3], p[4]
+    v = np.int64(x) >> low
+    emask = (np.int64(1) << ebits) - 1
+    mmask = (np.int64(1) << mbits) - 1
+    man = v & mmask
+    ex = (v >> mbits) & emask
+    special = (ex == emask) & ((man == mmask) | (ieee != 0))
+    sig = man + (np.int64(ex != 0) << mbits)
+    e = max(ex, 1) - bias
+    val = np.float64(sig) * f64_from_bits((e - mbits + 1023) << 52)
+    val = -val if ((v >> (mbits + ebits)) & 1) ^ neg else val
+    dead = special | (sig == 0)
+    return (0.0 if dead else val), (np.int64(NEG_EXP) if dead else e), special
 
 
 @njit(parallel=True, cache=True)
@@ -76,12 +83,33 @@ def scan_rows(bits, p):
         for c in range(cols):
             _, e, s = _decode_value(bits[r, c], p, 0)
             sp |= s
-            if e != NEG_EXP:
-                lo = min(lo, e)
-                hi = max(hi, e)
+            lo = min(lo, e if e != NEG_EXP else lo)
+            hi = max(hi, e)
         lo_hi[r, 0] = lo
         lo_hi[r, 1] = hi
         special[r] = sp
+    return lo_hi, special
+
+
+@njit(parallel=True, cache=True)
+def scan_columns(bits, p):
+    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy)."""
+    rows, cols = bits.shape
+    lo_hi = np.empty((cols, 2), np.int64)
+    special = np.zeros(cols, np.bool_)
+    width = 256
+    for cb in prange((cols + width - 1) // width):
+        c0 = cb * width
+        c1 = min(cols, c0 + width)
+        for c in range(c0, c1):
+            lo_hi[c, 0] = 1 << 20
+            lo_hi[c, 1] = NEG_EXP
+        for r in range(rows):
+            for c in range(c0, c1):
+                _, e, s = _decode_value(bits[r, c], p, 0)
+                special[c] |= s
+                lo_hi[c, 0] = min(lo_hi[c, 0], e if e != NEG_EXP else lo_hi[c, 0])
+                lo_hi[c, 1] = max(lo_hi[c, 1], e)
     return lo_hi, special
 
 
@@ -129,7 +157,7 @@ def _round_rne_f16(x, signed):
     """``x`` (float64) rounded to nearest even f16 (subnormals at 2^-14, overflow to inf); a
     non-zero ``x`` rounded to zero keeps its sign only if ``signed``."""
     e = ((f64_bits(x) >> 52) & 0x7FF) - 1023
-    q = max(e, -14) - 10
+    q = min(max(e, -14), 15) - 10
     magic = f64_from_bits(((q + 1075) << 52) | (np.int64(1) << 51))
     y = (x + magic) - magic
     if abs(y) >= _F16_OVERFLOW:
@@ -142,47 +170,38 @@ def _round_rne_f16(x, signed):
 @njit(cache=True, inline="always")
 def _round_rz_f32(x, omb):
     """``x`` (float64) rounded toward zero to ``omb`` fraction bits of f32 (subnormals at
-    2^-126; overflow past 2^128 gives inf)."""
+    2^-126; overflow past 2^128 gives inf; a zero is +0, as the hardware gives it)."""
     xb = f64_bits(x)
-    e = ((xb >> 52) & 0x7FF) - 1023
-    drop = min((52 - omb) + max(0, -126 - e), 63)
-    # + 0 makes a truncated-away result +0, as the hardware gives it
-    return np.float32(f64_from_bits(xb & ~((np.int64(1) << drop) - 1))) + np.float32(0)
+    drop = min((52 - omb) + max(0, 897 - ((xb >> 52) & 0x7FF)), 63)  # 897: exponent -126
+    return np.float32(f64_from_bits(xb & (np.int64(-1) << drop))) + np.float32(0)
 
 
 @njit(cache=True, inline="always")
-def _exact_sum(old, t, e, frac):
-    """The group's exact sum: ``(t + trunc(c * 2^(frac - e))) * 2^(e - frac)``, c = ``old``
-    unless it is infinite."""
-    c = np.float64(old) if abs(old) < np.inf else 0.0
-    t = np.int64(t) + np.int64(c * f64_from_bits((1023 + frac - e) << 52))
-    return np.float64(t) * f64_from_bits((1023 + e - frac) << 52)
+def _exact_sum(c, t, e, frac):
+    """The group's exact sum, ``(t + trunc(c * 2^(frac - e))) * 2^(e - frac)``, in float64
+    (exact: at most 33 significant bits).  An infinite accumulator ``c`` stays infinite."""
+    unit = f64_from_bits((1023 + e - frac) << 52)
+    tc = np.trunc(np.float64(c) * f64_from_bits((1023 + frac - e) << 52))
+    return np.float64(t) * unit + tc * unit
 
 
 @njit(cache=True, inline="always")
 def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
-    """acc = the group's exact sum rounded to the accumulator (an infinite accumulator stays);
-    ec = the exponents of the new values, for the next group.  One loop per rounding mode,
-    so that each vectorises."""
+    """acc = the group's exact sum rounded to the accumulator; ec = the exponents of the new
+    values, for the next group.  One loop per rounding mode, so that each vectorises."""
     if rnd == ROUND_RNE:
         for j in range(nb):
-            old = acc[j]
-            r = _round_rne_f16(_exact_sum(old, T[j], np.int64(E[j]), frac), False)
-            r = old if abs(old) == np.inf else r
+            r = _round_rne_f16(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), False)
             acc[j] = r
             ec[j] = _c_exponent(r, d_emin)
     elif rnd == ROUND_RZ_F16:
         for j in range(nb):
-            old = acc[j]
-            r = _round_rne_f16(np.float64(_round_rz_f32(_exact_sum(old, T[j], np.int64(E[j]), frac), omb)), True)
-            r = old if abs(old) == np.inf else r
+            r = _round_rne_f16(np.float64(_round_rz_f32(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), omb)), True)
             acc[j] = r
             ec[j] = _c_exponent(r, d_emin)
     else:
         for j in range(nb):
-            old = acc[j]
-            r = _round_rz_f32(_exact_sum(old, T[j], np.int64(E[j]), frac), omb)
-            r = old if abs(old) == np.inf else r
+            r = _round_rz_f32(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), omb)
             acc[j] = r
             ec[j] = _c_exponent(r, d_emin)
 
@@ -327,9 +346,16 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero,
                         c = out[i0 + r, jb + j]
                         tile[r, j] = c
                         ectile[r, j] = _c_exponent(c, c_e)
+                # A's block packed group by group: each group's values for all rows contiguous
+                apan = np.empty((KB // G, MB, G), a_val.dtype)
+                aepan = np.empty((KB // G, MB, G), a_exp.dtype)
+                for r in range(mb):
+                    for k in range(kbs):
+                        apan[k // G, r, k % G] = a_val[i0 + r, kb + k]
+                        aepan[k // G, r, k % G] = a_exp[i0 + r, kb + k]
                 for g0 in range(0, kbs, G):
-                    rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, frac, sh,
-                         e_zero, omb, rnd, d_emin)
+                    rows(tile, ectile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
+                         frac, sh, e_zero, omb, rnd, d_emin)
                 for r in range(mb):
                     for j in range(nb):
                         out[i0 + r, jb + j] = tile[r, j]
@@ -425,7 +451,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     n = b.shape[1]
     rnd = rounding_code(rule)
     a_lo_hi, rows = scan_rows(a, af)
-    b_lo_hi, cols = scan_rows(np.ascontiguousarray(b.T), bf)
+    b_lo_hi, cols = scan_columns(b, bf)
     sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
     if wide is None:
         wide = sh is None
