@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 ROWS = []
+SPEEDUPS = []
+MEMORY = []
 
 
 def pytest_addoption(parser):
@@ -24,6 +26,22 @@ def record_ratio():
     def record(case, size, seconds, baseline, baseline_seconds, **extra):
         ROWS.append(dict(case=case, size=size, seconds=seconds, baseline=baseline,
                          baseline_seconds=baseline_seconds, ratio=seconds / baseline_seconds, **extra))
+    return record
+
+
+@pytest.fixture
+def record_speedup():
+    """record_speedup(case, size, seconds, mmasim_seconds)."""
+    def record(case, size, seconds, mmasim_seconds):
+        SPEEDUPS.append(dict(case=case, size=size, seconds=seconds, mmasim=mmasim_seconds))
+    return record
+
+
+@pytest.fixture
+def record_memory():
+    """record_memory(case, grown_bytes, inputs_plus_output_bytes)."""
+    def record(case, grown, base):
+        MEMORY.append(dict(case=case, grown=grown, base=base))
     return record
 
 
@@ -50,18 +68,28 @@ def machine() -> str:
 
 
 def table() -> str:
-    lines = [f"Measured on: {machine()}", "",
-             "| case | size | fastmma | baseline | baseline time | fastmma / baseline |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for r in ROWS:
-        shown = f"{r['ratio']:.2f}x" if r["ratio"] >= 1 else f"{r['ratio']:.3f}x"
-        lines.append(f"| {r['case']} | {r['size']} | {r['seconds']:.4f} s | {r['baseline']} | "
-                     f"{r['baseline_seconds']:.4f} s | {shown} |")
+    lines = [f"Measured on: {machine()}"]
+    if ROWS:
+        lines += ["", "| case | size | fastmma | baseline | baseline time | fastmma / baseline |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in ROWS:
+            lines.append(f"| {r['case']} | {r['size']} | {r['seconds']:.4f} s | {r['baseline']} | "
+                         f"{r['baseline_seconds']:.4f} s | {r['ratio']:.2f}x |")
+    if SPEEDUPS:
+        lines += ["", "| case | size | fastmma | MMA-Sim | speed-up |", "| --- | --- | --- | --- | --- |"]
+        for r in SPEEDUPS:
+            lines.append(f"| {r['case']} | {r['size']} | {r['seconds']:.4f} s | {r['mmasim']:.3f} s | "
+                         f"{r['mmasim'] / r['seconds']:.0f}x |")
+    if MEMORY:
+        lines += ["", "| case | memory added | inputs + output | ratio |", "| --- | --- | --- | --- |"]
+        for r in MEMORY:
+            lines.append(f"| {r['case']} | {r['grown'] / 2**20:.1f} MiB | {r['base'] / 2**20:.1f} MiB | "
+                         f"{r['grown'] / r['base']:.2f}x |")
     return "\n".join(lines)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not ROWS:
+    if not (ROWS or SPEEDUPS or MEMORY):
         return
     text = table()
     terminalreporter.write_sep("=", "fastmma / baseline, measured side by side in this run")

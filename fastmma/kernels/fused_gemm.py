@@ -15,8 +15,8 @@ another way.  For each output element and each group of ``G`` k-terms:
   in turn (toward zero to f32, then to nearest even f16); the fused rounding gives +0 for a
   zero, the conversion to f16 keeps a non-zero f32's sign; overflow gives inf.
 
-Two lane widths.  The float32 path (16 lanes) keeps exponents, products and scales in
-float32 and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
+Two lane widths.  The float32 path keeps exponents in int16 (32 lanes), products and scales
+in float32 (16 lanes) and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
 pre-multiplied by a power of two ``2^sh`` so that every product and scale is a normal
 float32 (``sh`` is chosen from the exponent range of the data, :func:`prescale`); this
 always exists for f16 and fp8 inputs, and for bf16/tf32 unless the data spans more
@@ -42,7 +42,7 @@ from numba import njit, prange
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_group, rounding_code
 
-NEG_EXP = -(1 << 20)  # exponent given to zeros
+NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 _F16_OVERFLOW = 65536.0
 
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 256, 64
@@ -212,14 +212,14 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
     """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) and
     ``ec[:nb]`` (its exponents) updated in place.
 
-    Pass 1 and pass 2 stay in 16-lane float32/int32 arithmetic; the k-terms run in chunks
-    of ``U`` (<= 16) so that LLVM unrolls each chunk."""
-    ef = np.float32(e_floor)
+    Pass 1 runs in 32-lane int16 arithmetic (exponents), pass 2 in 16-lane float32/int32; the
+    k-terms run in chunks of ``U`` (<= 16) so that LLVM unrolls each chunk."""
+    ef = np.int16(e_floor)
     for h in range(g0, g0 + G, U):  # pass 1: e_max
         for j in range(nb):
-            e = max(ef, ec[j]) if h == g0 else E[j]
+            e = np.int16(max(ef, ec[j])) if h == g0 else E[j]
             for k in range(U):
-                e = max(e, ea[i, ko + h + k] + epan[h + k, j])
+                e = np.int16(max(e, np.int16(ea[i, ko + h + k] + epan[h + k, j])))
             E[j] = e
     top = np.int32(127 + frac - sh)
     for j in range(nb):  # the float32 scale 2^(frac - e_max - sh), 0 when it underflows
@@ -460,7 +460,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     sh = 0 if wide else sh
     dtype = np.float64 if wide else np.float32
     a_val = np.empty((m, kk), dtype)
-    a_exp = np.empty((m, kk), np.int32 if wide else np.float32)
+    a_exp = np.empty((m, kk), np.int32 if wide else np.int16)
     decode_rows(a, af, int(neg_a), float(2.0 ** sh), a_val, a_exp)
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
