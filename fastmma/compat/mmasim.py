@@ -41,8 +41,7 @@ in every Hopper form MMA-Sim models.  A call with ``K > L`` runs ``ceil(K / L)``
 increasing k, each rounded to D and read back as the next group's C; a last, shorter group
 equals one zero-padded to ``L``, because every group holds C, so its largest exponent is
 never below ``e_zero`` (fastmma pads).  A zero result is +0.  The float rule runs on
-fastmma's GEMM kernels (``__call__``: :func:`fastmma.kernels.fused_gemm.fused_gemm`, or
-:func:`fastmma.kernels.execute` for small calls) and on
+fastmma's kernels (``__call__``: :func:`fastmma.kernels.execute`) and on
 :func:`fastmma.kernels.fused_dot.fused_group` (``dpa``); f64 runs fastmma's bit-exact
 integer FMA (:func:`fastmma.kernels.fma64.fma_bits`) in a chain over k.
 
@@ -89,11 +88,9 @@ from ..errors import OperandError, UnsupportedInstructionError
 from ..formats import from_bits, get_format, to_bits
 from ..gemm import as_numpy
 from ..isa.numerics import FmaChainRule, FusedDotRule, float_rule
-from ..kernels import execute, launch_lock
-from ..kernels.decode import float_params
+from ..kernels import execute, format_params, launch_lock
 from ..kernels.fma64 import fma_bits
-from ..kernels.fused_dot import ROUND_RNE, ROUND_RZ, fused_group
-from ..kernels.fused_gemm import fused_gemm
+from ..kernels.fused_dot import fused_group, rounding_code
 
 __all__ = ["WGMMA", "MMA", "UnsupportedOperationError", "hopper_rule", "HOPPER_WGMMA_SHAPE_AND_TYPE",
            "HOPPER_MMA_SHAPE_AND_TYPE", "ARCHITECTURES"]
@@ -117,9 +114,6 @@ HOPPER_MMA_SHAPE_AND_TYPE: tuple[str, ...] = (
     "m16n8k8.f32.f16.f16.f32", "m16n8k8.f16.f16.f16.f16",
 )
 
-#: From this many multiply-adds on, calls go straight to the blocked GEMM kernel
-#: (``kernels.fused_gemm``); smaller ones to ``kernels.execute``.  Same bits either way.
-_BLOCKED_MIN_MACS = 1 << 15
 _ELEMENT_BYTES = {"f64": 8, "tf32": 4, "f16": 2, "bf16": 2, "e4m3": 1, "e5m2": 1}
 _TORCH_DTYPES = {"f64": "float64", "f32": "float32", "tf32": "float32", "f16": "float16", "bf16": "bfloat16",
                  "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
@@ -244,13 +238,7 @@ class _HopperOperation:
             with launch_lock:
                 return _fma_chain_gemm(a, b, c)
         a, b = _pad_k(a, b, self.rule.group)
-        if a.shape[0] * a.shape[1] * b.shape[1] < _BLOCKED_MIN_MACS:
-            return _positive_zeros(execute(self.rule, a, b, c, *self._types, use_c=True), self.d_type_ptx)
-        with launch_lock:
-            d = fused_gemm(self.rule, a, b, c, *(_params(t) for t in self._types),
-                           c_emin=get_format(self.c_type_ptx).min_exponent,
-                           d_emin=get_format(self.d_type_ptx).min_exponent, use_c=True, neg_a=False, neg_b=False)
-        return _positive_zeros(d, self.d_type_ptx)
+        return _positive_zeros(execute(self.rule, a, b, c, *self._types, use_c=True), self.d_type_ptx)
 
     def _rows(self, a, b, c) -> np.ndarray:
         """d bits of one dot product per row of a and b (P, K)."""
@@ -259,10 +247,9 @@ class _HopperOperation:
                 return _fma_chain_rows(a, b, c)
         a, bt = _pad_k(a, b.T, self.rule.group)
         rule, out = self.rule, np.empty(c.shape, get_format(self.d_type_ptx).storage)
-        rnd = ROUND_RNE if rule.rounding == "rne" else ROUND_RZ
         with launch_lock:
-            _fused_rows(a, bt, c, out, *(_params(t) for t in self._types), rule.group, rule.frac_bits,
-                        rule.e_zero, rule.out_man_bits, rnd)
+            _fused_rows(a, bt, c, out, *(format_params(t) for t in self._types), rule.group, rule.frac_bits,
+                        rule.e_zero, rule.out_man_bits, rounding_code(rule))
         return _positive_zeros(out, self.d_type_ptx)
 
 
@@ -350,10 +337,6 @@ def _pad_k(a, b, group: int):
         a = np.concatenate([a, np.zeros((a.shape[0], pad), a.dtype)], axis=1)
         b = np.concatenate([b, np.zeros((pad, b.shape[1]), b.dtype)], axis=0)
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
-
-
-def _params(ptx_type: str) -> tuple:
-    return tuple(np.int64(x) for x in float_params(get_format(ptx_type)))
 
 
 def _positive_zeros(d: np.ndarray, d_type: str) -> np.ndarray:

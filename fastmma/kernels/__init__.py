@@ -30,8 +30,6 @@ def format_params(name: str) -> tuple:
     return tuple(np.int64(x) for x in float_params(get_format(name)))
 
 
-_params = format_params  # the name other modules used before; kept while they move over
-
 #: Problems below this many multiply-adds run on the per-element kernels, whose start-up is
 #: cheaper; both give the same bits (tests/test_fused_gemm.py, tests/test_int_gemm.py, and
 #: the recordings replayed with this set to 0 in tests/test_conformance.py).
