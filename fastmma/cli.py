@@ -197,6 +197,16 @@ def _family_key(stem: str) -> str:
     return f"wmma {parts[1]} {parts[4]}.{parts[6]}"
 
 
+def _numerics(inst) -> str:
+    """The rule in words, with how many times one instruction applies it along its k."""
+    text = inst.rule.describe()
+    group = getattr(inst.rule, "group", None)
+    if group and inst.shape.k > group:
+        text += (f"; applied {inst.shape.k // group} times in increasing k (K={inst.shape.k}), each result "
+                 f"the next one's C")
+    return text
+
+
 def _cmd_explain(args) -> int:
     from .isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore
     from .gemm import resolve_instruction
@@ -216,7 +226,7 @@ def _cmd_explain(args) -> int:
               + (" (.f16x2)" if inst.dtype == "f16" else "") + f"; A in registers: {inst.a_regs} registers")
         print(f"immediates: imm-scale-a {inst.imm_scale_a}, imm-scale-b {inst.imm_scale_b}, "
               f"imm-trans-a {inst.imm_trans_a}, imm-trans-b {inst.imm_trans_b}")
-        print(f"numerics: {inst.rule.describe()}")
+        print(f"numerics: {_numerics(inst)}")
     elif isinstance(inst, WmmaMma):
         s = inst.shape
         print(f"shape: M={s.m} N={s.n} K={s.k}; A .{inst.atype} ({inst.alayout}), B .{inst.btype} ({inst.blayout}), "
@@ -224,7 +234,7 @@ def _cmd_explain(args) -> int:
         regs = ", ".join(f"{m.upper()} {inst.fragment_regs(m)}" for m in "abcd")
         print(f"fragments per lane (32 lanes), registers: {regs}"
               + (" (64-bit)" if inst.atype == "f64" else ""))
-        print(f"numerics: {inst.rule.describe()}")
+        print(f"numerics: {_numerics(inst)}")
     elif isinstance(inst, (WmmaLoad, WmmaStore)):
         print(f"matrix {inst.matrix.upper()}, .{inst.shape}, .{inst.type}, layout .{inst.layout}, state space "
               f"{'.' + inst.state_space if inst.state_space else 'generic'}; {inst.regs} registers per lane")

@@ -17,6 +17,7 @@ import numpy as np
 from .errors import InvalidInstructionError, OperandError
 from .isa import WgmmaMmaAsync
 from .kernels import execute
+from .layout import register_file
 from .layout.descriptor import gather_operand, major_from_trans
 from .layout.wgmma_fragments import pack_d, unpack_a, unpack_d
 from .mma import as_instruction
@@ -25,13 +26,8 @@ THREADS = 128
 
 
 def registers(values, nregs: int, name: str) -> np.ndarray:
-    """``values`` checked to be ``uint32[128, nregs]`` (int32 accepted, viewed as uint32)."""
-    arr = np.asarray(values)
-    if arr.dtype not in (np.uint32, np.int32, np.float32):
-        raise OperandError(f"{name} must be 32-bit registers (uint32[128, {nregs}]), got dtype {arr.dtype}")
-    if arr.shape != (THREADS, nregs):
-        raise OperandError(f"{name} must have shape (128, {nregs}) for this instruction, got {arr.shape}")
-    return np.ascontiguousarray(arr).view(np.uint32)
+    """``values`` checked to be ``uint32[128, nregs]``: one row per thread of the warpgroup."""
+    return register_file(values, THREADS, nregs, name)
 
 
 def gather_operands(inst: WgmmaMmaAsync, smem, a_desc=None, a_regs=None, b_desc=None,

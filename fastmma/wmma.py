@@ -23,6 +23,7 @@ import numpy as np
 from .errors import OperandError
 from .isa import WmmaLoad, WmmaMma, WmmaStore
 from .kernels import execute
+from .layout import register_file
 from .layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
 from .layout.wmma_memory import load_wmma_matrix, store_wmma_matrix
 from .mma import as_instruction
@@ -39,13 +40,8 @@ def _stride(stride):
 
 
 def fragment(values, inst_words: int, name: str) -> np.ndarray:
-    """``values`` checked to be a warp fragment ``uint32[32, words]``."""
-    arr = np.asarray(values)
-    if arr.dtype not in (np.uint32, np.int32, np.float32):
-        raise OperandError(f"{name} must be 32-bit words uint32[32, {inst_words}], got dtype {arr.dtype}")
-    if arr.shape != (WARP_SIZE, inst_words):
-        raise OperandError(f"{name} must have shape (32, {inst_words}) for this instruction, got {arr.shape}")
-    return np.ascontiguousarray(arr).view(np.uint32)
+    """``values`` checked to be a warp fragment ``uint32[32, words]``: one row per lane."""
+    return register_file(values, WARP_SIZE, inst_words, name)
 
 
 def load(instruction, mem, offset: int = 0, stride: int | None = None, *,

@@ -78,6 +78,13 @@ def test_explain_states_the_rule(capsys):
     assert "M=64 N=24 K=8" in out
     assert "D 12 registers" in out
     assert "truncated to 25 fraction bits" in out and "toward zero" in out
+    assert "applied" not in out  # wgmma fuses all its k terms
+
+
+def test_explain_counts_the_groups_of_a_wmma_tf32():
+    code, out, _ = run("explain", "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32")
+    assert code == 0
+    assert "plus 4 products" in out and "applied 2 times in increasing k (K=8)" in out
 
 
 @pytest.mark.parametrize("args", [

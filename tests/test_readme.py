@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -13,12 +15,27 @@ def blocks(lang):
     return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
 
 
-def test_python_examples_run():
+def run_python_blocks(code):
     namespace = {}
-    code = blocks("python")
-    assert code, "README has python examples"
     for block in code:
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+
+
+def needs_dask(block):
+    return "fastmma.dask" in block
+
+
+def test_python_examples_run():
+    code = [b for b in blocks("python") if not needs_dask(b)]
+    assert code, "README has python examples"
+    run_python_blocks(code)
+
+
+def test_dask_example_runs():
+    pytest.importorskip("dask.array", reason='the dask example needs pip install "fastmma[dask]"')
+    code = blocks("python")
+    assert any(needs_dask(b) for b in code), "README shows fastmma.dask"
+    run_python_blocks(code)
 
 
 def test_quick_start_and_cli_commands_run(tmp_path):

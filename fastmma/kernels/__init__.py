@@ -56,24 +56,36 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
             return fused_gemm(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
                               c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
                               use_c=use_c, neg_a=neg_a, neg_b=neg_b)
-        out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
-        if isinstance(rule, IntDotRule):
-            from .int_gemm import int_gemm
+        return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
-            fa, fb = get_format(atype), get_format(btype)
-            int_gemm(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int", fb.bits,
-                     fb.kind == "int", rule.group, rule.satfinite, use_c)
-        elif isinstance(rule, PopcRule):
-            from .int_gemm import popc_gemm
 
-            popc_gemm(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
-        elif isinstance(rule, FmaChainRule):
-            from .fma64 import mma_f64
+def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
+    """The rules whose sums are exact before one final step (integer, b1, f64 FMA chain).
 
-            out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding])
-        else:
-            raise TypeError(f"no kernel for rule {rule!r}")
-        return out
+    ``fast`` picks the blocked kernels of ``int_gemm`` over the per-element ones of
+    ``int_dot``; both give the same bits.
+    """
+    out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
+    if isinstance(rule, IntDotRule):
+        from .int_dot import int_dot_mma
+        from .int_gemm import int_gemm
+
+        fa, fb = get_format(atype), get_format(btype)
+        (int_gemm if fast else int_dot_mma)(a, b, c.view(np.int32), out.view(np.int32), fa.bits,
+                                            fa.kind == "int", fb.bits, fb.kind == "int", rule.group,
+                                            rule.satfinite, use_c)
+    elif isinstance(rule, PopcRule):
+        from .int_dot import popc_mma
+        from .int_gemm import popc_gemm
+
+        (popc_gemm if fast else popc_mma)(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
+    elif isinstance(rule, FmaChainRule):
+        from .fma64 import mma_f64
+
+        out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding])
+    else:
+        raise TypeError(f"no kernel for rule {rule!r}")
+    return out
 
 
 def c_as_accumulator(rule, c, ctype):
@@ -86,30 +98,14 @@ def c_as_accumulator(rule, c, ctype):
 def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
               use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
     """The same as :func:`execute`, through the per-element reference kernels."""
-    m, n = a.shape[0], b.shape[1]
-    out = np.empty((m, n), dtype=get_format(dtype).storage)
     with launch_lock:
-        if isinstance(rule, FusedDotRule):
-            from .fused_dot import fused_dot_mma, rounding_code
+        if not isinstance(rule, FusedDotRule):
+            return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)
+        from .fused_dot import fused_dot_mma, rounding_code
 
-            c, ctype = c_as_accumulator(rule, c, ctype)
-            fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                          rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule),
-                          use_c, int(neg_a), int(neg_b))
-        elif isinstance(rule, IntDotRule):
-            from .int_dot import int_dot_mma
-
-            fa, fb = get_format(atype), get_format(btype)
-            int_dot_mma(a, b, c.view(np.int32), out.view(np.int32), fa.bits, fa.kind == "int",
-                        fb.bits, fb.kind == "int", rule.group, rule.satfinite, use_c)
-        elif isinstance(rule, PopcRule):
-            from .int_dot import popc_mma
-
-            popc_mma(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
-        elif isinstance(rule, FmaChainRule):
-            from .fma64 import mma_f64
-
-            out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding])
-        else:
-            raise TypeError(f"no kernel for rule {rule!r}")
+        out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
+        c, ctype = c_as_accumulator(rule, c, ctype)
+        fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                      rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule),
+                      use_c, int(neg_a), int(neg_b))
     return out

@@ -185,6 +185,22 @@ def fused_group(a, b, i, j, k0, group, af, bf, c_bits, cf, use_c, neg_a, neg_b,
                            df[0], df[1], df[2], out_man_bits, rounding)
 
 
+@njit(cache=True, inline="always")
+def fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b, frac_bits, e_zero,
+                out_man_bits, rounding):
+    """D[i, j] bits: C[i, j] (read as ``cf``), then one :func:`fused_group` per ``group``
+    k-terms, each reading the accumulator (as ``df``) the one before left."""
+    acc = np.uint64(c[i, j])
+    acc_f = cf
+    acc_used = use_c
+    for k0 in range(0, a.shape[1], group):
+        acc = fused_group(a, b, i, j, k0, group, af, bf, acc, acc_f, acc_used, neg_a, neg_b,
+                          frac_bits, e_zero, df, out_man_bits, rounding)
+        acc_f = df
+        acc_used = True
+    return acc
+
+
 @njit(parallel=True, cache=True)
 def fused_dot_mma(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_man_bits,
                   rounding, use_c, neg_a, neg_b):
@@ -194,17 +210,10 @@ def fused_dot_mma(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_ma
     parameter tuples ``af``, ``bf``, ``cf``, ``df`` (see ``decode.float_params``); ``out``
     (M, N) receives D bits.  K must be a multiple of ``group``.
     """
-    m, kk = a.shape
+    m = a.shape[0]
     n = b.shape[1]
     for idx in prange(m * n):
         i = idx // n
         j = idx - i * n
-        acc = np.uint64(c[i, j])
-        acc_f = cf
-        acc_used = use_c
-        for k0 in range(0, kk, group):
-            acc = fused_group(a, b, i, j, k0, group, af, bf, acc, acc_f, acc_used, neg_a, neg_b,
-                              frac_bits, e_zero, df, out_man_bits, rounding)
-            acc_f = df
-            acc_used = True
-        out[i, j] = acc
+        out[i, j] = fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
+                                frac_bits, e_zero, out_man_bits, rounding)

@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
-from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_group, rounding_code
+from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 _F16_OVERFLOW = 65536.0
@@ -413,21 +413,14 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
                    rows, cols, elems):
     """Recompute with the reference rule every D element in a special row, column or C
     element (``rows``/``cols`` boolean masks, ``elems`` boolean [M, N])."""
-    m, kk = a.shape
+    m = a.shape[0]
     n = b.shape[1]
     for i in prange(m):
         for j in range(n):
             if not (rows[i] or cols[j] or elems[i, j]):
                 continue
-            acc = np.uint64(c[i, j])
-            acc_f = cf
-            used = use_c
-            for k0 in range(0, kk, group):
-                acc = fused_group(a, b, i, j, k0, group, af, bf, acc, acc_f, used, neg_a, neg_b,
-                                  frac, e_zero, df, omb, rnd)
-                acc_f = df
-                used = True
-            d[i, j] = acc
+            d[i, j] = fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
+                                  frac, e_zero, omb, rnd)
 
 
 # ---------------------------------------------------------------- driver

@@ -47,6 +47,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .int_dot import _value
+
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 
@@ -62,14 +64,6 @@ _PARTS = 256  # prange iterations at most (numba.get_num_threads() would defeat 
 
 # ---------------------------------------------------------------------------------------
 # shared helpers
-
-
-@njit(cache=True, inline="always")
-def _value(bits, width, signed):
-    v = np.int64(bits) & ((np.int64(1) << width) - 1)
-    if signed and v >= (np.int64(1) << (width - 1)):
-        v -= np.int64(1) << width
-    return v
 
 
 @njit(cache=True)
