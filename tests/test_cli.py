@@ -23,6 +23,16 @@ def test_gemm_random_inputs_reports_time_and_error(capsys):
     assert "vs float64 reference: max abs error" in out
 
 
+def test_gemm_times_the_product_after_loading_the_kernels(capsys):
+    assert main(["gemm", "-i", "m64n64k16.f32.bf16.bf16", "--m", "128", "--n", "64", "--k", "64"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    kernels = next(i for i, line in enumerate(lines) if line.startswith("kernels: "))
+    timed = next(i for i, line in enumerate(lines) if line.startswith("time: "))
+    assert kernels < timed
+    assert "max error relative to |A|.|B| + |C|" in out
+
+
 def test_gemm_files_in_and_out_match_the_library(tmp_path, capsys):
     import fastmma
 
