@@ -52,23 +52,42 @@ KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 256, 64
 
 
 @njit(cache=True, inline="always")
-def _decode_value(x, p, neg):
-    """``(value as float64, exponent, special)`` of one element, without branches (so that
-    loops over whole rows vectorise); zeros and specials get the value 0 and exponent
-    ``NEG_EXP``.  ``p`` is ``decode.float_params``: exp_bits, man_bits, bias, ieee, low."""
-    ebits, mbits, bias, ieee, low = p[0], p[1], p[2], p[3], p[4]
+def _fields(x, p):
+    """``(exponent field, mantissa field, special)`` of one element; ``p`` is
+    ``decode.float_params``: exp_bits, man_bits, bias, ieee, low."""
+    ebits, mbits, ieee, low = p[0], p[1], p[3], p[4]
     v = np.int64(x) >> low
     emask = (np.int64(1) << ebits) - 1
     mmask = (np.int64(1) << mbits) - 1
     man = v & mmask
     ex = (v >> mbits) & emask
-    special = (ex == emask) & ((man == mmask) | (ieee != 0))
+    return ex, man, (ex == emask) & ((man == mmask) | (ieee != 0))
+
+
+@njit(cache=True, inline="always")
+def _exponent(x, p):
+    """``(exponent, special)`` of one element: subnormals at the smallest normal exponent,
+    zeros and specials at ``NEG_EXP``."""
+    ex, man, special = _fields(x, p)
+    dead = special | ((ex == 0) & (man == 0))
+    return (np.int64(NEG_EXP) if dead else max(ex, 1) - p[2]), special
+
+
+@njit(cache=True, inline="always")
+def _decode_value(x, p, neg):
+    """``(value as float64, exponent, special)`` of one element, without branches (so that
+    loops over whole rows vectorise); zeros and specials get the value 0 and exponent
+    ``NEG_EXP``."""
+    ex, man, special = _fields(x, p)
+    e, _ = _exponent(x, p)
+    mbits = p[1]
     sig = man + (np.int64(ex != 0) << mbits)
-    e = max(ex, 1) - bias
-    val = np.float64(sig) * f64_from_bits((e - mbits + 1023) << 52)
-    val = -val if ((v >> (mbits + ebits)) & 1) ^ neg else val
-    dead = special | (sig == 0)
-    return (0.0 if dead else val), (np.int64(NEG_EXP) if dead else e), special
+    val = np.float64(sig) * f64_from_bits((max(ex, 1) - p[2] - mbits + 1023) << 52)
+    val = -val if ((np.int64(x) >> (p[4] + mbits + p[0])) & 1) ^ neg else val
+    return (0.0 if e == NEG_EXP else val), e, special
+
+
+_NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
 
 
 @njit(parallel=True, cache=True)
@@ -79,37 +98,42 @@ def scan_rows(bits, p):
     lo_hi = np.empty((rows, 2), np.int64)
     special = np.zeros(rows, np.bool_)
     for r in prange(rows):
-        lo, hi, sp = np.int64(1 << 20), np.int64(NEG_EXP), False
+        lo, hi, sp = np.int64(_NO_LOW), np.int64(NEG_EXP), np.int64(0)
         for c in range(cols):
-            _, e, s = _decode_value(bits[r, c], p, 0)
-            sp |= s
-            lo = min(lo, e if e != NEG_EXP else lo)
+            e, s = _exponent(bits[r, c], p)
+            sp |= np.int64(s)  # an integer, not a bool, so that the loop vectorises
+            lo = min(lo, e if e != NEG_EXP else np.int64(_NO_LOW))
             hi = max(hi, e)
         lo_hi[r, 0] = lo
         lo_hi[r, 1] = hi
-        special[r] = sp
+        special[r] = sp != 0
     return lo_hi, special
 
 
 @njit(parallel=True, cache=True)
 def scan_columns(bits, p):
-    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy)."""
+    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy): rows stream past
+    contiguous per-column minima, maxima and flags of a block of columns."""
     rows, cols = bits.shape
     lo_hi = np.empty((cols, 2), np.int64)
     special = np.zeros(cols, np.bool_)
-    width = 256
+    width = 128
     for cb in prange((cols + width - 1) // width):
         c0 = cb * width
-        c1 = min(cols, c0 + width)
-        for c in range(c0, c1):
-            lo_hi[c, 0] = 1 << 20
-            lo_hi[c, 1] = NEG_EXP
+        w = min(cols, c0 + width) - c0
+        lo = np.full(width, np.int64(_NO_LOW))
+        hi = np.full(width, np.int64(NEG_EXP))
+        sp = np.zeros(width, np.int64)
         for r in range(rows):
-            for c in range(c0, c1):
-                _, e, s = _decode_value(bits[r, c], p, 0)
-                special[c] |= s
-                lo_hi[c, 0] = min(lo_hi[c, 0], e if e != NEG_EXP else lo_hi[c, 0])
-                lo_hi[c, 1] = max(lo_hi[c, 1], e)
+            for c in range(w):
+                e, s = _exponent(bits[r, c0 + c], p)
+                sp[c] |= np.int64(s)
+                lo[c] = min(lo[c], e if e != NEG_EXP else np.int64(_NO_LOW))
+                hi[c] = max(hi[c], e)
+        for c in range(w):
+            lo_hi[c0 + c, 0] = lo[c]
+            lo_hi[c0 + c, 1] = hi[c]
+            special[c0 + c] = sp[c] != 0
     return lo_hi, special
 
 
