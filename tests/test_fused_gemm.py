@@ -109,3 +109,31 @@ def test_random_shapes(seed, text, m, n, groups, mode):
     c = random_bits(rng, inst.ctype, (m, n), mode)
     got, ref = run(text, a, b, c)
     assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[2], INSTRUCTIONS[4]])
+def test_lone_specials_and_extreme_exponents_past_the_first_scan_block(text):
+    """One inf or NaN in a single row of A or column of B, and the smallest and largest
+    exponents of the data, each placed far from the first rows and column blocks the scans
+    visit: the rows and columns they touch, and nothing else, take the reference's path."""
+    inst = parse(text)
+    rng = np.random.default_rng(7)
+    k = 2 * inst.rule.group
+    a = random_bits(rng, inst.atype, (150, k), "narrow")
+    b = random_bits(rng, inst.btype, (k, 300), "narrow")
+    c = random_bits(rng, inst.ctype, (150, 300), "narrow")
+    fa, fb = get_format(inst.atype), get_format(inst.btype)
+    inf_a = np.dtype(fa.storage).type(((1 << fa.exp_bits) - 1) << fa.man_bits) if fa.ieee_specials else None
+    nan_b = np.dtype(fb.storage).type((1 << (fb.bits - 1)) - 1)  # all ones but the sign: NaN in every format here
+    if inf_a is not None:
+        a[131, 1] = inf_a
+    b[0, 257] = nan_b
+    a[140, 0] = 1  # the smallest subnormal
+    b[1, 290] = ((1 << fb.exp_bits) - 2) << fb.man_bits  # the largest finite exponent
+    got, ref = run(text, a, b, c)
+    assert np.array_equal(got, ref)
+    out = got.view(np.float32) if got.dtype == np.uint32 else got.view(np.float16)
+    assert np.isnan(out[:, 257]).all()
+    if inf_a is not None:
+        assert not np.isfinite(out[131]).any()
+    assert np.isfinite(np.delete(np.delete(out, [131, 140], axis=0), [257, 290], axis=1)).all()
