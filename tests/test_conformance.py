@@ -16,20 +16,22 @@ def test_recordings_are_present():
     assert len(WMMA) >= 100 and len(WGMMA) >= 250
 
 
-@pytest.mark.parametrize("path", WMMA, ids=lambda p: p.stem)
-def test_wmma_recording(path):
+def assert_conforms(path):
+    """Every case of the recording at ``path`` replays bit for bit."""
     res = conform.check_file(path)
     assert res.error is None, res.error
     assert res.cases > 0
     assert res.ok, "\n".join(map(str, res.mismatches))
+
+
+@pytest.mark.parametrize("path", WMMA, ids=lambda p: p.stem)
+def test_wmma_recording(path):
+    assert_conforms(path)
 
 
 @pytest.mark.parametrize("path", WGMMA, ids=lambda p: p.stem)
 def test_wgmma_recording(path):
-    res = conform.check_file(path)
-    assert res.error is None, res.error
-    assert res.cases > 0
-    assert res.ok, "\n".join(map(str, res.mismatches))
+    assert_conforms(path)
 
 
 @pytest.mark.parametrize("path", WMMA[::5] + WGMMA[::5], ids=lambda p: p.stem)
@@ -39,9 +41,7 @@ def test_recording_through_the_fast_kernels(path, monkeypatch):
     from fastmma import kernels
 
     monkeypatch.setattr(kernels, "FAST_KERNEL_MIN_MACS", 0)
-    res = conform.check_file(path)
-    assert res.error is None, res.error
-    assert res.ok, "\n".join(map(str, res.mismatches))
+    assert_conforms(path)
 
 
 def test_runner_reports_a_flipped_bit(tmp_path):
