@@ -137,3 +137,51 @@ def test_lone_specials_and_extreme_exponents_past_the_first_scan_block(text):
     if inf_a is not None:
         assert not np.isfinite(out[131]).any()
     assert np.isfinite(np.delete(np.delete(out, [131, 140], axis=0), [257, 290], axis=1)).all()
+
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[2], INSTRUCTIONS[3]])
+def test_accumulator_at_the_largest_finite_values_on_the_float32_lanes(text):
+    """C at +-FLT_MAX and the largest products the float32 lanes take: the sums truncate
+    back to FLT_MAX (rounding toward zero) or move away from it, as the reference says."""
+    inst = parse(text)
+    rng = np.random.default_rng(11)
+    k = 4 * inst.rule.group
+    storage = np.dtype(np.float32 if inst.atype == "tf32" else get_format(inst.atype).value_dtype).type
+    a = (rng.standard_normal((40, k)) * 2.0 ** 40).astype(storage)
+    b = (rng.standard_normal((k, 33)) * 2.0 ** 40).astype(storage)
+    c = (rng.standard_normal((40, 33)) * 2.0 ** 100).astype(np.float32)
+    c[17, :] = np.finfo(np.float32).max
+    c[18, :] = -np.finfo(np.float32).max
+    a[17:19, 0] = storage(2.0 ** 47)
+    a, b, c = a.view(get_format(inst.atype).storage), b.view(get_format(inst.btype).storage), c.view(np.uint32)
+    got, ref = run(text, a, b, c, wide=False)
+    assert np.array_equal(got, ref)
+    assert np.isfinite(got.view(np.float32)).all()
+
+
+def test_float32_lanes_rounding_toward_zero_by_hand():
+    """The 16-lane rounding toward zero on sums worked out by hand: an int32 sum that wraps
+    past 2^31, both signs, a zero (+0), the subnormal grid, and a sum with more than 24
+    significant bits."""
+    from fastmma.kernels.fused_gemm import NEG_EXP, _finish_row_rz32
+
+    acc = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 0.0], np.float32)
+    E = np.array([0, 0, -133, -124, -124, 0], np.int16)
+    T = np.array([2**31 - 2**24, -(2**31 - 2**24), 3, 1025, -(2**26 + 1), (1 << 25) + 1], np.int32)
+    ec = np.zeros(6, np.int16)
+    _finish_row_rz32(acc, ec, E, T, 6, 25, 23, -126)
+    # (2^31 - 2^24 + 2^25) * 2^-25 = 64.5; 3 * 2^-158 is below the smallest subnormal;
+    # 1025 * 2^-149 is a subnormal; (2^26 + 1) * 2^-149 = 2^-123 + 2^-149 keeps 24 bits: 2^-123;
+    # 2^25 + 1 (26 bits) loses its last bit: 1.0
+    want = np.array([64.5, -64.5, 0.0, 1025 * 2.0**-149, -(2.0**-123), 1.0], np.float64)
+    assert list(acc.astype(np.float64)) == list(want)
+    assert acc.view(np.uint32)[2] == 0  # +0
+    assert list(ec) == [6, 6, NEG_EXP, -126, -123, 0]
+
+
+def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
+    """Products at 2^(127 - frac_bits) or above could carry a finite accumulator past 2^128:
+    such data takes the float64 lanes, whatever the zero exponent allows."""
+    assert prescale(0, 50, 0, 50, 10, 10, 25, -21) is not None  # every product below 2^102
+    assert prescale(0, 51, 0, 50, 10, 10, 25, -21) is None

@@ -13,7 +13,10 @@ another way.  For each output element and each group of ``G`` k-terms:
   frac_bits)`` is exact in float64 and is rounded to the accumulator by masking bits
   (toward zero) or by adding and subtracting a power-of-two constant (nearest even), or both
   in turn (toward zero to f32, then to nearest even f16); the fused rounding gives +0 for a
-  zero, the conversion to f16 keeps a non-zero f32's sign; overflow gives inf.
+  zero, the conversion to f16 keeps a non-zero f32's sign; overflow gives inf.  The float32
+  path rounds toward zero to f32 in 16 int32 lanes instead: the integer sum's low bits are
+  cleared below its leading ``out_man_bits + 1`` (count leading zeros) and ``ldexp`` puts
+  it in place (:func:`_finish_row_rz32`).
 
 Two lane widths.  The float32 path keeps exponents in int16 (32 lanes), products and scales
 in float32 (16 lanes) and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
@@ -41,6 +44,7 @@ from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
+from .vector_ops import clz_u32, ldexp_f32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 _F16_OVERFLOW = 65536.0
@@ -155,11 +159,15 @@ def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | 
     (``lo + sh - man_a - man_b >= -149``), the largest must not overflow (``hi + 2 + sh <=
     127``), and the largest scale ``2^(frac_bits - e_floor - sh)`` must be finite.  A scale
     that underflows is taken as 0, which is exact because ``sh <= 125 - hi`` then makes
-    every true term below 1.
+    every true term below 1.  Also, no product may reach ``2^(127 - frac_bits)``: then no
+    finite accumulator can overflow (at 2^127 it truncates every term away, and below it
+    the terms cannot carry it past 2^128), so the float32 lanes never meet an infinity.
     """
     if a_lo > a_hi or b_lo > b_hi:  # an all-zero operand: any scale works
         return max(0, frac_bits - e_floor - 127)
     lo, hi = a_lo + b_lo, a_hi + b_hi
+    if hi + 2 > 127 - frac_bits:
+        return None
     sh_min = max(-149 - lo + a_man + b_man, frac_bits - e_floor - 127)
     sh_max = 125 - hi
     return sh_min if sh_min <= sh_max else None
@@ -230,6 +238,40 @@ def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
             ec[j] = _c_exponent(r, d_emin)
 
 
+_I32 = np.int32
+
+
+@njit(cache=True, inline="always")
+def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
+    """:func:`_finish_row` for the rounding toward zero to f32, in 16 int32/float32 lanes,
+    for finite results (:func:`fused_gemm` takes this path only where no sum can overflow).
+
+    ``x = T + trunc(acc * 2^(frac - E))`` is an exact integer below 2^32 in magnitude (its
+    int32 sum may wrap: the sign then comes from the two addends, which agree); its low bits
+    are cleared down to ``omb + 1`` significant bits and to the f32 grid ``2^(-126 - omb)``,
+    and ``ldexp`` scales it by ``2^(E - frac)`` exactly.
+    """
+    fr = _I32(frac)
+    keep = _I32(31 - omb)  # leading zeros of an integer with omb + 1 significant bits
+    grid = _I32(frac - omb - 126)  # the f32 grid's exponent, relative to 2^(E - frac)
+    emin = _I32(d_emin)
+    for j in range(nb):
+        e = _I32(E[j])
+        tc = _I32(ldexp_f32(acc[j], _I32(fr - e)))
+        t = T[j]
+        x = _I32(t + tc)
+        neg = _I32(_I32((t & tc) | ((t ^ tc) & x)) >> _I32(31))
+        mag = np.uint32(_I32(x ^ neg) - neg)
+        drop = min(max(_I32(0), _I32(keep - clz_u32(mag)), _I32(grid - e)), _I32(31))
+        mag = np.uint32(mag & np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(drop)))
+        r = ldexp_f32(np.float32(mag), _I32(e - fr))
+        r = (-r if neg != 0 else r) + np.float32(0)  # an exact zero is +0
+        acc[j] = r
+        rb = f32_bits(r)
+        ex = max(_I32(_I32(rb >> _I32(23)) & _I32(0xFF)) - _I32(127), emin)
+        ec[j] = np.int16(ex if _I32(rb & _I32(0x7FFFFFFF)) != 0 else _I32(NEG_EXP))
+
+
 @njit(cache=True, inline="always")
 def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, frac, sh, e_floor, omb, rnd,
                  d_emin):
@@ -256,7 +298,10 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
             for k in range(U):
                 t = np.int32(t + np.int32((av[i, ko + h + k] * bpan[h + k, j]) * s))
             T32[j] = t
-    _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
+    if rnd == ROUND_RZ:
+        _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin)
+    else:
+        _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
 
 
 @njit(cache=True, inline="always")
