@@ -35,6 +35,8 @@ shared by the threads, which take blocks of ``MB`` rows and pack their block of 
 group (so a group's A values for all rows are contiguous); for each group the ``G x NB``
 slice of the panel stays in cache while the rows stream past it.  ``G`` is a compile-time constant
 (one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
+The K-blocks are long (2048 by default): each one costs a round trip of the accumulator
+tile, which measured dearer than a panel that no longer fits the L2 cache.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from .vector_ops import clz_u32, ldexp_f32
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 _F16_OVERFLOW = 65536.0
 
-KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 512, 256, 64
+KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
 
 
 # ---------------------------------------------------------------- decoding
@@ -532,6 +534,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         elems = np.zeros((m, n), np.bool_)
         out = np.zeros((m, n), np.float32)
     KB, NB, MB = blocks
+    KB = min(KB, kk)  # K is a multiple of the group
     KB = max(rule.group, KB - KB % rule.group)
     KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), out, rule.frac_bits, sh, rule.e_zero,
                                       rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
