@@ -180,10 +180,11 @@ def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | 
 
 @njit(cache=True, inline="always")
 def _c_exponent(c, c_emin):
-    """Exponent of the accumulator value ``c`` (float32) as the rule sees it."""
-    cb = np.int64(f32_bits(c))
-    ec = max(((cb >> 23) & 0xFF) - 127, c_emin)
-    return ec if (cb & 0x7FFFFFFF) != 0 else NEG_EXP
+    """Exponent of the accumulator value ``c`` (float32) as the rule sees it, in int32
+    arithmetic (16 lanes where a loop vectorises)."""
+    cb = f32_bits(c)
+    ec = max(np.int32(np.int32(cb >> np.int32(23)) & np.int32(0xFF)) - np.int32(127), np.int32(c_emin))
+    return ec if np.int32(cb & np.int32(0x7FFFFFFF)) != 0 else np.int32(NEG_EXP)
 
 
 @njit(cache=True, inline="always")
@@ -256,7 +257,6 @@ def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
     fr = _I32(frac)
     keep = _I32(31 - omb)  # leading zeros of an integer with omb + 1 significant bits
     grid = _I32(frac - omb - 126)  # the f32 grid's exponent, relative to 2^(E - frac)
-    emin = _I32(d_emin)
     for j in range(nb):
         e = _I32(E[j])
         tc = _I32(ldexp_f32(acc[j], _I32(fr - e)))
@@ -269,9 +269,7 @@ def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
         r = ldexp_f32(np.float32(mag), _I32(e - fr))
         r = (-r if neg != 0 else r) + np.float32(0)  # an exact zero is +0
         acc[j] = r
-        rb = f32_bits(r)
-        ex = max(_I32(_I32(rb >> _I32(23)) & _I32(0xFF)) - _I32(127), emin)
-        ec[j] = np.int16(ex if _I32(rb & _I32(0x7FFFFFFF)) != 0 else _I32(NEG_EXP))
+        ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
