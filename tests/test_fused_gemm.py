@@ -185,3 +185,25 @@ def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
     such data takes the float64 lanes, whatever the zero exponent allows."""
     assert prescale(0, 50, 0, 50, 10, 10, 25, -21) is not None  # every product below 2^102
     assert prescale(0, 51, 0, 50, 10, 10, 25, -21) is None
+
+
+@pytest.mark.parametrize("n", [1, 7, 64, 1000])
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.float32, np.float64])
+def test_scratch_arrays_start_on_a_cache_line(n, dtype):
+    """The kernels' scratch arrays start on a 64-byte boundary and hold exactly ``n``
+    elements of the asked type, writable end to end."""
+    from numba import njit
+
+    from fastmma.kernels.fused_gemm import _aligned_empty
+
+    @njit
+    def make(n):
+        x = _aligned_empty(n, dtype)
+        for i in range(n):
+            x[i] = i
+        return x
+
+    x = make(n)
+    assert x.dtype == dtype and x.shape == (n,)
+    assert x.ctypes.data % 64 == 0
+    assert list(x) == list(range(n))
