@@ -233,6 +233,16 @@ def random_wgmma_case(var, rng, mode, image_address=0, swizzle=None, base_offset
     return img, a_desc, b_desc, a_regs, c_regs
 
 
+def _add_random_cases(cases, labels, modes, var, rng, mode_list, scale_ds, label):
+    """Append one random wgmma case per mode (with its scale-d) to a job's case, label and
+    mode lists; ``label`` is formatted with ``mode`` and ``sd``."""
+    for mode, sd in zip(mode_list, scale_ds):
+        img, ad, bd, ar, cr = random_wgmma_case(var, rng, mode)
+        cases.append((img, ad, bd, ar, cr, sd))
+        labels.append(label.format(mode=mode, sd=sd))
+        modes.append(mode)
+
+
 def _cancel_c(var, img, a_desc, a_regs, b_desc, image_address, rng):
     """C close to -(A.B): exact negation of the f64 product sum, a few ulps off in half."""
     from fastmma.formats import from_bits
@@ -499,11 +509,7 @@ def q1_jobs(rng):
             cases.append((img, ad, bd, ar, cr, sd))
             labels.append(label)
             modes.append(6)
-        for mode in (2, 2, 4):
-            img, ad, bd, ar, cr = random_wgmma_case(var, rng, mode)
-            cases.append((img, ad, bd, ar, cr, 1))
-            labels.append(f"random, mode {mode}")
-            modes.append(mode)
+        _add_random_cases(cases, labels, modes, var, rng, (2, 2, 4), (1, 1, 1), "random, mode {mode}")
         jobs.append(wgmma_job(var, cases, f"q1_f32_underflow_sign/{var['name']}.npz", Q1, 0, labels, modes))
     return jobs
 
@@ -808,12 +814,8 @@ def q6_jobs(rng):
     ]
     for var, ms in specs:
         cases, labels, modes = [], [], []
-        for i, mode in enumerate(ms):
-            img, ad, bd, ar, cr = random_wgmma_case(var, rng, mode)
-            sd = 0 if i == len(ms) - 1 else 1
-            cases.append((img, ad, bd, ar, cr, sd))
-            labels.append(f"random, mode {mode}, scale-d {sd}")
-            modes.append(mode)
+        scale_ds = (1,) * (len(ms) - 1) + (0,)  # the last case drops C
+        _add_random_cases(cases, labels, modes, var, rng, ms, scale_ds, "random, mode {mode}, scale-d {sd}")
         jobs.append(wgmma_job(var, cases, f"q6_heldout_random/{var['name']}.npz", Q6, 0, labels, modes))
     return jobs
 
