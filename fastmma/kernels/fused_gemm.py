@@ -73,12 +73,18 @@ def _fields(x, p):
 
 
 @njit(cache=True, inline="always")
-def _exponent(x, p):
-    """``(exponent, special)`` of one element: subnormals at the smallest normal exponent,
-    zeros and specials at ``NEG_EXP``."""
-    ex, man, special = _fields(x, p)
+def _field_exponent(ex, man, special, bias):
+    """The exponent of an element from its fields: subnormals at the smallest normal
+    exponent, zeros and specials at ``NEG_EXP``."""
     dead = special | ((ex == 0) & (man == 0))
-    return (np.int64(NEG_EXP) if dead else max(ex, 1) - p[2]), special
+    return np.int64(NEG_EXP) if dead else max(ex, 1) - bias
+
+
+@njit(cache=True, inline="always")
+def _exponent(x, p):
+    """``(exponent, special)`` of one element (:func:`_field_exponent`)."""
+    ex, man, special = _fields(x, p)
+    return _field_exponent(ex, man, special, p[2]), special
 
 
 @njit(cache=True, inline="always")
@@ -87,7 +93,7 @@ def _decode_value(x, p, neg):
     loops over whole rows vectorise); zeros and specials get the value 0 and exponent
     ``NEG_EXP``."""
     ex, man, special = _fields(x, p)
-    e, _ = _exponent(x, p)
+    e = _field_exponent(ex, man, special, p[2])
     mbits = p[1]
     sig = man + (np.int64(ex != 0) << mbits)
     val = np.float64(sig) * f64_from_bits((max(ex, 1) - p[2] - mbits + 1023) << 52)
