@@ -48,7 +48,7 @@ from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
-from .vector_ops import clz_u32, ldexp_f32
+from .vector_ops import clz_u32, ldexp_f32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 _F16_OVERFLOW = 65536.0
@@ -101,6 +101,7 @@ def _decode_value(x, p, neg):
     return (0.0 if e == NEG_EXP else val), e, special
 
 
+_I32 = np.int32
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
 
 
@@ -191,8 +192,8 @@ def _c_exponent(c, c_emin):
     """Exponent of the accumulator value ``c`` (float32) as the rule sees it, in int32
     arithmetic (16 lanes where a loop vectorises)."""
     cb = f32_bits(c)
-    ec = max(np.int32(np.int32(cb >> np.int32(23)) & np.int32(0xFF)) - np.int32(127), np.int32(c_emin))
-    return ec if np.int32(cb & np.int32(0x7FFFFFFF)) != 0 else np.int32(NEG_EXP)
+    biased = max(_I32(_I32(cb >> _I32(23)) & _I32(0xFF)), _I32(c_emin + 127))
+    return sub_i32(biased, _I32(127)) if _I32(cb & _I32(0x7FFFFFFF)) != 0 else _I32(NEG_EXP)
 
 
 @njit(cache=True, inline="always")
@@ -249,9 +250,6 @@ def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
             ec[j] = _c_exponent(r, d_emin)
 
 
-_I32 = np.int32
-
-
 @njit(cache=True, inline="always")
 def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
     """:func:`_finish_row` for the rounding toward zero to f32, in 16 int32/float32 lanes,
@@ -260,21 +258,22 @@ def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
     ``x = T + trunc(acc * 2^(frac - E))`` is an exact integer below 2^32 in magnitude (its
     int32 sum may wrap: the sign then comes from the two addends, which agree); its low bits
     are cleared down to ``omb + 1`` significant bits and to the f32 grid ``2^(-126 - omb)``,
-    and ``ldexp`` scales it by ``2^(E - frac)`` exactly.
+    and ``ldexp`` scales it by ``2^(E - frac)`` exactly.  Every step is int32 or float32
+    (:func:`sub_i32` where numba would widen), so that one vector holds 16 lanes.
     """
     fr = _I32(frac)
     keep = _I32(31 - omb)  # leading zeros of an integer with omb + 1 significant bits
-    grid = _I32(frac - omb - 126)  # the f32 grid's exponent, relative to 2^(E - frac)
+    below_grid = _I32(omb + 126)  # the f32 grid's exponent is (frac - e) - below_grid
     for j in range(nb):
-        e = _I32(E[j])
-        tc = _I32(ldexp_f32(acc[j], _I32(fr - e)))
+        up = sub_i32(fr, _I32(E[j]))  # x's unit is 2^-up
+        tc = _I32(ldexp_f32(acc[j], up))
         t = T[j]
         x = _I32(t + tc)
         neg = _I32(_I32((t & tc) | ((t ^ tc) & x)) >> _I32(31))
         mag = np.uint32(_I32(x ^ neg) - neg)
-        drop = min(max(_I32(0), _I32(keep - clz_u32(mag)), _I32(grid - e)), _I32(31))
+        drop = min(max(_I32(0), _I32(keep - clz_u32(mag)), sub_i32(up, below_grid)), _I32(31))
         mag = np.uint32(mag & np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(drop)))
-        r = ldexp_f32(np.float32(mag), _I32(e - fr))
+        r = ldexp_f32(np.float32(mag), sub_i32(_I32(0), up))
         r = (-r if neg != 0 else r) + np.float32(0)  # an exact zero is +0
         acc[j] = r
         ec[j] = _c_exponent(r, d_emin)
@@ -295,10 +294,10 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
             for k in range(U):
                 e = np.int16(max(e, np.int16(ea[i, ko + h + k] + epan[h + k, j])))
             E[j] = e
-    top = np.int32(127 + frac - sh)
+    top = _I32(127 + frac - sh)
     for j in range(nb):  # the float32 scale 2^(frac - e_max - sh), 0 when it underflows
-        x = np.int32(top - np.int32(E[j]))
-        S32[j] = f32_from_bits(np.int32(x << 23)) if x > 0 else np.float32(0)
+        x = sub_i32(top, _I32(E[j]))
+        S32[j] = f32_from_bits(_I32(x << _I32(23))) if x > _I32(0) else np.float32(0)
     for h in range(g0, g0 + G, U):  # pass 2: truncated terms, exact int32 sums
         for j in range(nb):
             s = S32[j]

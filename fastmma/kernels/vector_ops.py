@@ -1,8 +1,11 @@
-"""Two LLVM intrinsics that numba does not expose, for loops that must vectorise.
+"""Three LLVM operations that numba does not expose, for loops that must vectorise.
 
-Both are generic LLVM intrinsics, so the loop vectoriser widens them like any add: on
-AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes ``vplzcntd``, one
-instruction for 16 lanes.  A call into libm or a bit loop would stop the vectoriser.
+``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
+them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
+``vplzcntd``, one instruction for 16 lanes.  A call into libm or a bit loop would stop the
+vectoriser.  ``sub_i32`` is a plain 32-bit subtraction: numba computes ``int32 - int32`` in
+int64, and where an operand comes from a loop-invariant ``int32(x)`` LLVM keeps the
+int64 lanes (two vectors of 8 and the conversions between them, for one of 16).
 """
 
 from __future__ import annotations
@@ -37,3 +40,13 @@ def clz_u32(typingctx, x):
             return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
 
         return types.int32(types.uint32), codegen
+
+
+@intrinsic
+def sub_i32(typingctx, a, b):
+    """``a - b`` for int32 ``a`` and ``b``, computed (and wrapping) in 32 bits."""
+    if a == types.int32 and b == types.int32:
+        def codegen(context, builder, signature, args):
+            return builder.sub(args[0], args[1])
+
+        return types.int32(types.int32, types.int32), codegen

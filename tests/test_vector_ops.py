@@ -1,0 +1,38 @@
+"""The LLVM operations of ``fastmma.kernels.vector_ops``, on values worked out by hand."""
+
+import numpy as np
+from numba import njit
+
+from fastmma.kernels.vector_ops import clz_u32, ldexp_f32, sub_i32
+
+
+@njit
+def _sub(a, b):
+    return sub_i32(np.int32(a), np.int32(b))
+
+
+@njit
+def _clz(x):
+    return clz_u32(np.uint32(x))
+
+
+@njit
+def _ldexp(x, e):
+    return ldexp_f32(np.float32(x), np.int32(e))
+
+
+def test_sub_i32_wraps_in_32_bits():
+    assert _sub(7, 9) == -2
+    assert _sub(-2**31, 1) == 2**31 - 1  # int64 arithmetic would give -2^31 - 1
+    assert _sub(2**31 - 1, -1) == -2**31
+
+
+def test_clz_u32_counts_leading_zero_bits():
+    assert [_clz(x) for x in (0, 1, 2, 0xFFFF, 0x10000, 2**31, 2**32 - 1)] == [32, 31, 30, 16, 15, 0, 0]
+
+
+def test_ldexp_f32_is_exact_and_overflows_to_infinity():
+    assert _ldexp(1.5, 3) == 12.0
+    assert _ldexp(1.0, -149) == np.float32(2.0**-149)  # the smallest subnormal
+    assert _ldexp(1.0, 128) == np.inf
+    assert _ldexp(-1.0, 200) == -np.inf
