@@ -207,3 +207,27 @@ def test_scratch_arrays_start_on_a_cache_line(n, dtype):
     assert x.dtype == dtype and x.shape == (n,)
     assert x.ctypes.data % 64 == 0
     assert list(x) == list(range(n))
+
+
+@pytest.mark.parametrize("rows", [1, 3, 13, 64])
+def test_scan_columns_merges_its_row_chunks(rows):
+    """Column minima/maxima and special flags, scanned in row chunks: equal to scanning the
+    rows of the transposed copy, and to values placed by hand (an inf in the last row, the
+    smallest subnormal and the largest exponent in different chunks, an all-zero column)."""
+    from fastmma.kernels.fused_gemm import _NO_LOW, NEG_EXP, scan_columns, scan_rows
+
+    p = format_params("f32")
+    x = np.full((rows, 5), 1.0, np.float32)
+    x[:, 3] = 0.0
+    x[-1, 0] = np.inf
+    x[0, 1] = np.float32(2.0**-149)
+    x[rows // 2, 2] = np.float32(2.0**127)
+    bits = x.view(np.uint32)
+    lo_hi, special = scan_columns(bits, p)
+    assert list(special) == [True, False, False, False, False]
+    assert list(lo_hi[1]) == [-126, -126 if rows == 1 else 0]  # a subnormal counts at the smallest normal exponent
+    assert list(lo_hi[2]) == [127 if rows == 1 else 0, 127]
+    assert list(lo_hi[3]) == [_NO_LOW, NEG_EXP]
+    assert list(lo_hi[4]) == [0, 0]
+    t_lo_hi, t_special = scan_rows(np.ascontiguousarray(bits.T), p)
+    assert np.array_equal(lo_hi, t_lo_hi) and np.array_equal(special, t_special)

@@ -125,30 +125,39 @@ def scan_rows(bits, p):
     return lo_hi, special
 
 
+_SCAN_CHUNKS = 8  # row chunks of scan_columns, scanned in parallel and then merged
+
+
 @njit(parallel=True, cache=True)
 def scan_columns(bits, p):
-    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy): rows stream past
-    contiguous per-column minima, maxima and flags of a block of columns."""
+    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy).  Each chunk of
+    rows is read row by row, whole rows at a time, into its own per-column minima, maxima
+    and flags, which are merged at the end.  (Reading a narrow block of columns down all the
+    rows instead measured up to 8x slower for 4-byte elements: a row is 4 KiB apart from
+    the next.)"""
     rows, cols = bits.shape
+    nch = min(rows, _SCAN_CHUNKS)
+    lo = np.full((nch, cols), np.int64(_NO_LOW))
+    hi = np.full((nch, cols), np.int64(NEG_EXP))
+    sp = np.zeros((nch, cols), np.int64)
+    for ch in prange(nch):
+        for r in range(ch * rows // nch, (ch + 1) * rows // nch):
+            for c in range(cols):
+                e, s = _exponent(bits[r, c], p)
+                sp[ch, c] |= np.int64(s)  # an integer, not a bool, so that the loop vectorises
+                lo[ch, c] = min(lo[ch, c], e if e != NEG_EXP else np.int64(_NO_LOW))
+                hi[ch, c] = max(hi[ch, c], e)
     lo_hi = np.empty((cols, 2), np.int64)
     special = np.zeros(cols, np.bool_)
-    width = 128
-    for cb in prange((cols + width - 1) // width):
-        c0 = cb * width
-        w = min(cols, c0 + width) - c0
-        lo = np.full(width, np.int64(_NO_LOW))
-        hi = np.full(width, np.int64(NEG_EXP))
-        sp = np.zeros(width, np.int64)
-        for r in range(rows):
-            for c in range(w):
-                e, s = _exponent(bits[r, c0 + c], p)
-                sp[c] |= np.int64(s)
-                lo[c] = min(lo[c], e if e != NEG_EXP else np.int64(_NO_LOW))
-                hi[c] = max(hi[c], e)
-        for c in range(w):
-            lo_hi[c0 + c, 0] = lo[c]
-            lo_hi[c0 + c, 1] = hi[c]
-            special[c0 + c] = sp[c] != 0
+    for c in prange(cols):
+        l, h, f = np.int64(_NO_LOW), np.int64(NEG_EXP), np.int64(0)
+        for ch in range(nch):
+            l = min(l, lo[ch, c])
+            h = max(h, hi[ch, c])
+            f |= sp[ch, c]
+        lo_hi[c, 0] = l
+        lo_hi[c, 1] = h
+        special[c] = f != 0
     return lo_hi, special
 
 
