@@ -170,7 +170,8 @@ def test_float32_lanes_rounding_toward_zero_by_hand():
     E = np.array([0, 0, -133, -124, -124, 0], np.int16)
     T = np.array([2**31 - 2**24, -(2**31 - 2**24), 3, 1025, -(2**26 + 1), (1 << 25) + 1], np.int32)
     ec = np.zeros(6, np.int16)
-    _finish_row_rz32(acc, ec, E, T, 6, 25, 23, -126)
+    start = acc.copy()
+    _finish_row_rz32(acc, ec, E, T, 6, 25, 23, -126, True)
     # (2^31 - 2^24 + 2^25) * 2^-25 = 64.5; 3 * 2^-158 is below the smallest subnormal;
     # 1025 * 2^-149 is a subnormal; (2^26 + 1) * 2^-149 = 2^-123 + 2^-149 keeps 24 bits: 2^-123;
     # 2^25 + 1 (26 bits) loses its last bit: 1.0
@@ -178,6 +179,11 @@ def test_float32_lanes_rounding_toward_zero_by_hand():
     assert list(acc.astype(np.float64)) == list(want)
     assert acc.view(np.uint32)[2] == 0  # +0
     assert list(ec) == [6, 6, NEG_EXP, -126, -123, 0]
+    # the sums that do not wrap int32 give the same without the wrap handling
+    acc2, ec2 = start[2:].copy(), np.zeros(4, np.int16)
+    _finish_row_rz32(acc2, ec2, E[2:], T[2:], 4, 25, 23, -126, False)
+    assert acc2.view(np.uint32).tolist() == acc[2:].view(np.uint32).tolist()
+    assert list(ec2) == [NEG_EXP, -126, -123, 0]
 
 
 def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():

@@ -54,6 +54,9 @@ NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fit
 _F16_OVERFLOW = 65536.0
 
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
+#: Groups of at most this many terms, each below 2^27 (frac_bits <= 25), plus the accumulator's
+#: term below 2^26, sum below 2^31: their int32 sums cannot wrap.
+NO_WRAP_MAX_GROUP = 8
 
 
 # ---------------------------------------------------------------- decoding
@@ -260,12 +263,14 @@ def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
 
 
 @njit(cache=True, inline="always")
-def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
+def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
     """:func:`_finish_row` for the rounding toward zero to f32, in 16 int32/float32 lanes,
     for finite results (:func:`fused_gemm` takes this path only where no sum can overflow).
 
-    ``x = T + trunc(acc * 2^(frac - E))`` is an exact integer below 2^32 in magnitude (its
-    int32 sum may wrap: the sign then comes from the two addends, which agree); its low bits
+    ``x = T + trunc(acc * 2^(frac - E))`` is an exact integer below 2^32 in magnitude.  Its
+    int32 sum may wrap where ``wraps`` (the sign then comes from the two addends, which
+    agree); with at most 8 terms of at most ``frac + 2 <= 27`` bits it cannot, and the sign
+    is x's own (:data:`NO_WRAP_MAX_GROUP`).  Its low bits
     are cleared down to ``omb + 1`` significant bits and to the f32 grid ``2^(-126 - omb)``,
     and ``ldexp`` scales it by ``2^(E - frac)`` exactly.  Every step is int32 or float32
     (:func:`sub_i32` where numba would widen), so that one vector holds 16 lanes.
@@ -278,7 +283,10 @@ def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin):
         tc = _I32(ldexp_f32(acc[j], up))
         t = T[j]
         x = _I32(t + tc)
-        neg = _I32(_I32((t & tc) | ((t ^ tc) & x)) >> _I32(31))
+        if wraps:
+            neg = _I32(_I32((t & tc) | ((t ^ tc) & x)) >> _I32(31))
+        else:
+            neg = _I32(x >> _I32(31))
         mag = np.uint32(_I32(x ^ neg) - neg)
         drop = min(max(_I32(0), _I32(keep - clz_u32(mag)), sub_i32(up, below_grid)), _I32(31))
         mag = np.uint32(mag & np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(drop)))
@@ -315,7 +323,7 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
                 t = np.int32(t + np.int32((av[i, ko + h + k] * bpan[h + k, j]) * s))
             T32[j] = t
     if rnd == ROUND_RZ:
-        _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin)
+        _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, G > NO_WRAP_MAX_GROUP)
     else:
         _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
 
@@ -537,6 +545,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     m, kk = a.shape
     n = b.shape[1]
     rnd = rounding_code(rule)
+    assert rule.group > NO_WRAP_MAX_GROUP or rule.frac_bits <= 25  # see NO_WRAP_MAX_GROUP
     a_lo_hi, rows = scan_rows(a, af)
     b_lo_hi, cols = scan_columns(b, bf)
     sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
