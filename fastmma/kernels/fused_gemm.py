@@ -136,8 +136,7 @@ def scan_columns(bits, p):
     """:func:`scan_rows` for the columns of ``bits`` (no transposed copy).  Each chunk of
     rows is read row by row, whole rows at a time, into its own per-column minima, maxima
     and flags, which are merged at the end.  (Reading a narrow block of columns down all the
-    rows instead measured up to 8x slower for 4-byte elements: a row is 4 KiB apart from
-    the next.)"""
+    rows instead, one long stride per row, measured up to 8x slower for 4-byte elements.)"""
     rows, cols = bits.shape
     nch = min(rows, _SCAN_CHUNKS)
     lo = np.full((nch, cols), np.int64(_NO_LOW))
@@ -268,12 +267,12 @@ def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
     for finite results (:func:`fused_gemm` takes this path only where no sum can overflow).
 
     ``x = T + trunc(acc * 2^(frac - E))`` is an exact integer below 2^32 in magnitude.  Its
-    int32 sum may wrap where ``wraps`` (the sign then comes from the two addends, which
-    agree); with at most 8 terms of at most ``frac + 2 <= 27`` bits it cannot, and the sign
-    is x's own (:data:`NO_WRAP_MAX_GROUP`).  Its low bits
-    are cleared down to ``omb + 1`` significant bits and to the f32 grid ``2^(-126 - omb)``,
-    and ``ldexp`` scales it by ``2^(E - frac)`` exactly.  Every step is int32 or float32
-    (:func:`sub_i32` where numba would widen), so that one vector holds 16 lanes.
+    int32 sum may wrap where ``wraps``: the sign then comes from the two addends, which
+    agree.  Otherwise (groups of at most :data:`NO_WRAP_MAX_GROUP` terms) it cannot, and the
+    sign is x's own.  x's low bits are cleared down to ``omb + 1`` significant bits and to
+    the f32 grid ``2^(-126 - omb)``, and ``ldexp`` scales it by ``2^(E - frac)`` exactly.
+    Every step is int32 or float32 (:func:`sub_i32` where numba would widen), so that one
+    vector holds 16 lanes.
     """
     fr = _I32(frac)
     keep = _I32(31 - omb)  # leading zeros of an integer with omb + 1 significant bits
