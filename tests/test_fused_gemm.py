@@ -139,7 +139,6 @@ def test_lone_specials_and_extreme_exponents_past_the_first_scan_block(text):
     assert np.isfinite(np.delete(np.delete(out, [131, 140], axis=0), [257, 290], axis=1)).all()
 
 
-
 @pytest.mark.parametrize("text", [INSTRUCTIONS[2], INSTRUCTIONS[3]])
 def test_accumulator_at_the_largest_finite_values_on_the_float32_lanes(text):
     """C at +-FLT_MAX and the largest products the float32 lanes take: the sums truncate

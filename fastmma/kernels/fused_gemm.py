@@ -544,7 +544,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     m, kk = a.shape
     n = b.shape[1]
     rnd = rounding_code(rule)
-    assert rule.group > NO_WRAP_MAX_GROUP or rule.frac_bits <= 25  # see NO_WRAP_MAX_GROUP
+    # NO_WRAP_MAX_GROUP's premise: this rule's group sums (plus C's term) fit an int32
+    largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
+    assert rule.group > NO_WRAP_MAX_GROUP or largest_sum < 1 << 31
     a_lo_hi, rows = scan_rows(a, af)
     b_lo_hi, cols = scan_columns(b, bf)
     sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
