@@ -5,14 +5,18 @@ The reference (kernels.fused_dot) is the one the recordings verify; the fast ker
 the same rule another way (float32 or float64 lanes, int32/int64 sums, blocked).
 """
 
+import math
+
 import numpy as np
 import pytest
+from numba import njit, prange
 from hypothesis import given, settings, strategies as st
 
 from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
-from fastmma.kernels.fused_gemm import fused_gemm, prescale
+from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
+from fastmma.kernels.fused_gemm import NEG_EXP, _finish_row_rz32, _finish_row_rz_fenv, fused_gemm, prescale
 
 INSTRUCTIONS = [
     "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
@@ -159,18 +163,33 @@ def test_accumulator_at_the_largest_finite_values_on_the_float32_lanes(text):
     assert np.isfinite(got.view(np.float32)).all()
 
 
-def test_float32_lanes_rounding_toward_zero_by_hand():
+@njit
+def _finish_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
+    """The rounding by the CPU's mode, run as the GEMM runs it: MXCSR set, then restored."""
+    saved = read_mxcsr()
+    write_mxcsr(np.int32(MXCSR_TOWARD_ZERO))
+    if wraps:
+        _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, True)
+    else:
+        _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, False)
+    write_mxcsr(saved)
+
+
+FINISHES = [pytest.param(_finish_row_rz32, id="count-and-mask"),
+            pytest.param(_finish_fenv, id="mxcsr", marks=pytest.mark.skipif(not HAS_MXCSR, reason="x86 only"))]
+
+
+@pytest.mark.parametrize("finish", FINISHES)
+def test_float32_lanes_rounding_toward_zero_by_hand(finish):
     """The 16-lane rounding toward zero on sums worked out by hand: an int32 sum that wraps
     past 2^31, both signs, a zero (+0), the subnormal grid, and a sum with more than 24
     significant bits."""
-    from fastmma.kernels.fused_gemm import NEG_EXP, _finish_row_rz32
-
     acc = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 0.0], np.float32)
     E = np.array([0, 0, -133, -124, -124, 0], np.int16)
     T = np.array([2**31 - 2**24, -(2**31 - 2**24), 3, 1025, -(2**26 + 1), (1 << 25) + 1], np.int32)
     ec = np.zeros(6, np.int16)
     start = acc.copy()
-    _finish_row_rz32(acc, ec, E, T, 6, 25, 23, -126, True)
+    finish(acc, ec, E, T, 6, 25, 23, -126, True)
     # (2^31 - 2^24 + 2^25) * 2^-25 = 64.5; 3 * 2^-158 is below the smallest subnormal;
     # 1025 * 2^-149 is a subnormal; (2^26 + 1) * 2^-149 = 2^-123 + 2^-149 keeps 24 bits: 2^-123;
     # 2^25 + 1 (26 bits) loses its last bit: 1.0
@@ -180,9 +199,76 @@ def test_float32_lanes_rounding_toward_zero_by_hand():
     assert list(ec) == [6, 6, NEG_EXP, -126, -123, 0]
     # the sums that do not wrap int32 give the same without the wrap handling
     acc2, ec2 = start[2:].copy(), np.zeros(4, np.int16)
-    _finish_row_rz32(acc2, ec2, E[2:], T[2:], 4, 25, 23, -126, False)
+    finish(acc2, ec2, E[2:], T[2:], 4, 25, 23, -126, False)
     assert acc2.view(np.uint32).tolist() == acc[2:].view(np.uint32).tolist()
     assert list(ec2) == [NEG_EXP, -126, -123, 0]
+
+
+def _rz_by_integers(c, t, e, frac, omb):
+    """(float32 bits, exact x) of x * 2^(e - frac), x = t + trunc(c * 2^(frac - e)), truncated
+    to omb + 1 significant bits and to the grid 2^(-126 - omb), +0 for zero: in Python
+    integers."""
+    m, ce = math.frexp(float(c))  # c = cm * 2^(ce - 24), cm an integer of at most 24 bits
+    cm = int(m * 2**24)
+    shift = ce - 24 + frac - e
+    tc = cm << shift if shift >= 0 else (abs(cm) >> -shift) * (1 if cm >= 0 else -1)
+    x = t + tc
+    mag, unit = abs(x), e - frac
+    drop = max(mag.bit_length() - (omb + 1), (-126 - omb) - unit, 0)
+    mag = (mag >> drop) << drop
+    value = math.ldexp(-mag if x < 0 else mag, unit) if mag else 0.0
+    return int(np.float32(value).view(np.uint32)), x
+
+
+@pytest.mark.parametrize("finish", FINISHES)
+@pytest.mark.parametrize("frac, omb, wraps", [(25, 23, True), (25, 23, False), (13, 13, False)])
+def test_float32_lanes_rounding_toward_zero_on_random_sums(finish, frac, omb, wraps):
+    """Random group sums (both signs, int32 sums past 2^31 where the rule allows them,
+    results down in the subnormals, accumulators that truncate away) rounded by the 16-lane
+    loop, against the same rounding done in Python integers."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    E = rng.integers(-133, 40, n)
+    acc = (rng.uniform(1, 2, n) * rng.choice([-1, 1], n) * 2.0 ** (E - rng.integers(0, 30, n))).astype(np.float32)
+    acc[::7] = 0
+    # the rule's premise: E is at least the accumulator's exponent, subnormals at 2^-126
+    E = np.where(acc != 0, np.maximum(E, np.maximum(np.frexp(acc)[1] - 1, -126)), E).astype(np.int16)
+    bound = (16 if wraps else 8) << (frac + 2)  # a group of 16 (8) terms below 2^(frac + 2)
+    T = (rng.integers(-bound, bound, n) >> rng.integers(0, frac + 5, n)).astype(np.int32)
+    if wraps:  # every 11th: T near +-2^31 and the accumulator's term of its sign carry it past
+        sign = rng.choice([-1, 1], n // 11 + 1)
+        T[::11] = sign * (2**31 - rng.integers(1, 2**22, len(sign)))
+        acc[::11] = (sign * rng.uniform(1, 2, len(sign)) * 2.0 ** E[::11]).astype(np.float32)
+    want, sums = zip(*(_rz_by_integers(c, int(t), int(e), frac, omb) for c, t, e in zip(acc, T, E)))
+    ec = np.zeros(n, np.int16)
+    finish(acc, ec, E, T, n, frac, omb, -126, wraps)
+    assert acc.view(np.uint32).tolist() == list(want)
+    assert any(0 < (w & 0x7FFFFFFF) < 0x800000 for w in want)  # subnormal results
+    assert any(abs(x) >= 2**31 for x in sums) == wraps  # int32 sums that wrap, where allowed
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="x86 only")
+def test_gemm_leaves_every_threads_rounding_mode_as_it_found_it():
+    """The float32 kernel rounds toward zero by setting MXCSR in each thread it runs on; after
+    a GEMM, the calling thread and numba's worker threads round to nearest again."""
+    @njit(parallel=True)
+    def modes(n):
+        out = np.empty(n, np.int32)
+        for i in prange(n):
+            out[i] = read_mxcsr()
+        return out
+
+    before = int(modes(1)[0])
+    text = INSTRUCTIONS[3]  # tf32 -> f32: rounds toward zero on the float32 lanes
+    rng = np.random.default_rng(2)
+    a = random_bits(rng, "tf32", (300, 64), "narrow")
+    b = random_bits(rng, "tf32", (64, 300), "narrow")
+    got, ref = run(text, a, b, np.zeros((300, 300), np.uint32), use_c=False, wide=False)
+    assert np.array_equal(got, ref)
+    after = modes(256)
+    assert {int(x) & 0x6000 for x in after} == {0}  # rounding control: to nearest
+    assert int(modes(1)[0]) == before
+    assert np.float32(1) + np.float32(1.5 * 2.0**-24) == np.float32(1 + 2.0**-23)  # numpy rounds to nearest
 
 
 def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
@@ -197,7 +283,7 @@ def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
 def test_scratch_arrays_start_on_a_cache_line(n, dtype):
     """The kernels' scratch arrays start on a 64-byte boundary and hold exactly ``n``
     elements of the asked type, writable end to end."""
-    from numba import njit
+    from numba import njit, prange
 
     from fastmma.kernels.fused_gemm import _aligned_empty
 

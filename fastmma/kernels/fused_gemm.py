@@ -14,9 +14,11 @@ another way.  For each output element and each group of ``G`` k-terms:
   (toward zero) or by adding and subtracting a power-of-two constant (nearest even), or both
   in turn (toward zero to f32, then to nearest even f16); the fused rounding gives +0 for a
   zero, the conversion to f16 keeps a non-zero f32's sign; overflow gives inf.  The float32
-  path rounds toward zero to f32 in 16 int32 lanes instead: the integer sum's low bits are
-  cleared below its leading ``out_man_bits + 1`` (count leading zeros) and ``ldexp`` puts
-  it in place (:func:`_finish_row_rz32`).
+  path rounds toward zero to f32 in 16 int32 lanes instead.  On x86 the kernel sets the
+  CPU's rounding mode to toward zero (:mod:`.fp_env`), and the int32-to-float32
+  conversion and ``ldexp`` do the truncation (:func:`_finish_row_rz_fenv`); elsewhere the
+  integer sum's low bits are cleared below its leading ``out_man_bits + 1`` (count leading
+  zeros) and ``ldexp`` puts it in place (:func:`_finish_row_rz32`).
 
 Two lane widths.  The float32 path keeps exponents in int16 (32 lanes), products and scales
 in float32 (16 lanes) and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
@@ -48,15 +50,17 @@ from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
+from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .vector_ops import clz_u32, ldexp_f32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 _F16_OVERFLOW = 65536.0
 
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
-#: Groups of at most this many terms, each below 2^27 (frac_bits <= 25), plus the accumulator's
-#: term below 2^26, sum below 2^31: their int32 sums cannot wrap.
-NO_WRAP_MAX_GROUP = 8
+#: The group size whose kernel handles int32 sums that wrap: 16 terms below 2^27 (f16 and
+#: bf16 keep 25 fraction bits) plus the accumulator's term below 2^26 can pass 2^31.  The
+#: other rules' sums cannot (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).
+WRAPPING_GROUP = 16
 
 
 # ---------------------------------------------------------------- decoding
@@ -265,34 +269,65 @@ def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
 def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
     """:func:`_finish_row` for the rounding toward zero to f32, in 16 int32/float32 lanes,
     for finite results (:func:`fused_gemm` takes this path only where no sum can overflow).
+    The portable form, for CPUs without :data:`.fp_env.HAS_MXCSR`.
 
-    ``x = T + trunc(acc * 2^(frac - E))`` is an exact integer below 2^32 in magnitude.  Its
-    int32 sum may wrap where ``wraps``: the sign then comes from the two addends, which
-    agree.  Otherwise (groups of at most :data:`NO_WRAP_MAX_GROUP` terms) it cannot, and the
-    sign is x's own.  x's low bits are cleared down to ``omb + 1`` significant bits and to
-    the f32 grid ``2^(-126 - omb)``, and ``ldexp`` scales it by ``2^(E - frac)`` exactly.
-    Every step is int32 or float32 (:func:`sub_i32` where numba would widen), so that one
-    vector holds 16 lanes.
+    x (:func:`_group_sum32`) is an exact integer below 2^32 in magnitude.  Its low bits are
+    cleared down to ``omb + 1`` significant bits and to the f32 grid ``2^(-126 - omb)``,
+    and ``ldexp`` scales it by ``2^(E - frac)`` exactly.  Every step is int32 or float32
+    (:func:`sub_i32` where numba would widen), so that one vector holds 16 lanes.
     """
     fr = _I32(frac)
     keep = _I32(31 - omb)  # leading zeros of an integer with omb + 1 significant bits
     below_grid = _I32(omb + 126)  # the f32 grid's exponent is (frac - e) - below_grid
     for j in range(nb):
         up = sub_i32(fr, _I32(E[j]))  # x's unit is 2^-up
-        tc = _I32(ldexp_f32(acc[j], up))
-        t = T[j]
-        x = _I32(t + tc)
-        if wraps:
-            neg = _I32(_I32((t & tc) | ((t ^ tc) & x)) >> _I32(31))
-        else:
-            neg = _I32(x >> _I32(31))
-        mag = np.uint32(_I32(x ^ neg) - neg)
+        x, neg, mag = _group_sum32(acc[j], T[j], up, wraps)
         drop = min(max(_I32(0), _I32(keep - clz_u32(mag)), sub_i32(up, below_grid)), _I32(31))
         mag = np.uint32(mag & np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(drop)))
         r = ldexp_f32(np.float32(mag), sub_i32(_I32(0), up))
         r = (-r if neg != 0 else r) + np.float32(0)  # an exact zero is +0
         acc[j] = r
         ec[j] = _c_exponent(r, d_emin)
+
+
+@njit(cache=True, inline="always")
+def _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
+    """:func:`_finish_row_rz32` by the CPU's rounding toward zero (the caller has set
+    MXCSR, :mod:`.fp_env`): converting x to float32 truncates it to 24 significant bits, and
+    ``ldexp`` by ``2^(E - frac)`` truncates that onto the f32 grid 2^-149.  Truncations onto
+    nested grids compose, so clearing the ``23 - omb`` low bits of the result's encoding
+    then leaves ``omb + 1`` significant bits on the grid ``2^(-126 - omb)``, the same number
+    as the count and mask give, in fewer instructions.  An x that truncates to zero gives +0.
+    """
+    fr = _I32(frac)
+    mask = _I32(np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(23 - omb)))
+    for j in range(nb):
+        up = sub_i32(fr, _I32(E[j]))
+        x, neg, mag = _group_sum32(acc[j], T[j], up, wraps)
+        if wraps:
+            r = np.float32(mag)
+            r = -r if neg != 0 else r
+        else:
+            r = np.float32(x)
+        r = ldexp_f32(r, sub_i32(_I32(0), up))
+        r = f32_from_bits(_I32(f32_bits(r) & mask)) + np.float32(0)
+        acc[j] = r
+        ec[j] = _c_exponent(r, d_emin)
+
+
+@njit(cache=True, inline="always")
+def _group_sum32(c, t, up, wraps):
+    """x = t + trunc(c * 2^up) in int32 (t: a group's sum, c: the accumulator, 2^-up: the
+    unit of x), with its sign (0 or -1) and magnitude (uint32).  Where ``wraps``, x may have
+    wrapped past 2^31, and the sign comes from the addends, which then agree; otherwise it
+    is x's own."""
+    tc = _I32(ldexp_f32(c, up))
+    x = _I32(t + tc)
+    if wraps:
+        neg = _I32(_I32((t & tc) | ((t ^ tc) & x)) >> _I32(31))
+    else:
+        neg = _I32(x >> _I32(31))
+    return x, neg, np.uint32(_I32(x ^ neg) - neg)
 
 
 @njit(cache=True, inline="always")
@@ -322,7 +357,10 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
                 t = np.int32(t + np.int32((av[i, ko + h + k] * bpan[h + k, j]) * s))
             T32[j] = t
     if rnd == ROUND_RZ:
-        _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, G > NO_WRAP_MAX_GROUP)
+        if HAS_MXCSR:  # the caller has set the CPU to round toward zero
+            _finish_row_rz_fenv(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
+        else:
+            _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
     else:
         _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
 
@@ -441,6 +479,8 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero,
                 T = _aligned_empty(NB, np.int64 if wide else np.int32)
                 tile = _aligned_empty(MB * NB, np.float32).reshape((MB, NB))
                 ectile = _aligned_empty(MB * NB, a_exp.dtype).reshape((MB, NB))
+                saved = read_mxcsr()
+                write_mxcsr(_I32(MXCSR_TOWARD_ZERO if rnd == ROUND_RZ and not wide else MXCSR_NEAREST))
                 c_e = c_emin if kb == 0 else d_emin
                 for r in range(mb):
                     for j in range(nb):
@@ -460,6 +500,7 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero,
                 for r in range(mb):
                     for j in range(nb):
                         out[i0 + r, jb + j] = tile[r, j]
+                write_mxcsr(saved)
 
 
 @njit(parallel=True, cache=True)
@@ -544,9 +585,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     m, kk = a.shape
     n = b.shape[1]
     rnd = rounding_code(rule)
-    # NO_WRAP_MAX_GROUP's premise: this rule's group sums (plus C's term) fit an int32
+    # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1)
     largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
-    assert rule.group > NO_WRAP_MAX_GROUP or largest_sum < 1 << 31
+    assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
     a_lo_hi, rows = scan_rows(a, af)
     b_lo_hi, cols = scan_columns(b, bf)
     sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
