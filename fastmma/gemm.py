@@ -16,6 +16,7 @@ instruction uses, so the recorded hardware cases exercise the very kernels a GEM
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -40,7 +41,13 @@ def resolve_instruction(instruction):
         raise InvalidInstructionError(
             f"instruction must be PTX text, a short form such as 'm64n256k16.f32.f16.f16' or a parsed "
             f"wgmma/wmma instruction, got {type(instruction).__name__}")
-    text = instruction.strip()
+    return _resolve_text(instruction.strip())
+
+
+@lru_cache(maxsize=256)
+def _resolve_text(text: str):
+    """The parsed instruction of ``text`` (instructions are immutable, so a loop of small
+    GEMMs parses each text once)."""
     if text.startswith(("wgmma", "wmma")):
         inst = parse(text)
         if not isinstance(inst, (WgmmaMmaAsync, WmmaMma)):

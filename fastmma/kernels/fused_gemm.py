@@ -600,12 +600,13 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     a_val = np.empty((m, kk), dtype)
     a_exp = np.empty((m, kk), np.int32 if wide else np.int16)
     decode_rows(a, af, int(neg_a), float(2.0 ** sh), a_val, a_exp)
+    special_c = False
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
         elems = ~np.isfinite(cvals)
-        out = np.where(elems, np.float32(0), cvals).astype(np.float32)
+        special_c = bool(elems.any())
+        out = np.where(elems, np.float32(0), cvals) if special_c else cvals
     else:
-        elems = np.zeros((m, n), np.bool_)
         out = np.zeros((m, n), np.float32)
     KB, NB, MB = blocks
     KB = min(KB, kk)  # K is a multiple of the group
@@ -614,7 +615,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                       rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
     del a_val, a_exp
     d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
-    if rows.any() or cols.any() or elems.any():
+    if rows.any() or cols.any() or special_c:
+        if not special_c:
+            elems = np.zeros((m, n), np.bool_)
         fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
                        rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows, cols, elems)
     return d
