@@ -283,8 +283,6 @@ def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
 def test_scratch_arrays_start_on_a_cache_line(n, dtype):
     """The kernels' scratch arrays start on a 64-byte boundary and hold exactly ``n``
     elements of the asked type, writable end to end."""
-    from numba import njit, prange
-
     from fastmma.kernels.fused_gemm import _aligned_empty
 
     @njit
@@ -305,7 +303,7 @@ def test_scan_columns_merges_its_row_chunks(rows):
     """Column minima/maxima and special flags, scanned in row chunks: equal to scanning the
     rows of the transposed copy, and to values placed by hand (an inf in the last row, the
     smallest subnormal and the largest exponent in different chunks, an all-zero column)."""
-    from fastmma.kernels.fused_gemm import _NO_LOW, NEG_EXP, scan_columns, scan_rows
+    from fastmma.kernels.fused_gemm import _NO_LOW, scan_columns, scan_rows
 
     p = format_params("f32")
     x = np.full((rows, 5), 1.0, np.float32)

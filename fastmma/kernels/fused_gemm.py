@@ -600,12 +600,13 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     a_val = np.empty((m, kk), dtype)
     a_exp = np.empty((m, kk), np.int32 if wide else np.int16)
     decode_rows(a, af, int(neg_a), float(2.0 ** sh), a_val, a_exp)
-    special_c = False
+    elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
         elems = ~np.isfinite(cvals)
-        special_c = bool(elems.any())
-        out = np.where(elems, np.float32(0), cvals) if special_c else cvals
+        if not elems.any():
+            elems = None
+        out = cvals if elems is None else np.where(elems, np.float32(0), cvals)
     else:
         out = np.zeros((m, n), np.float32)
     KB, NB, MB = blocks
@@ -615,8 +616,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                       rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
     del a_val, a_exp
     d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
-    if rows.any() or cols.any() or special_c:
-        if not special_c:
+    if rows.any() or cols.any() or elems is not None:
+        if elems is None:
             elems = np.zeros((m, n), np.bool_)
         fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
                        rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows, cols, elems)
