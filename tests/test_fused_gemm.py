@@ -16,7 +16,8 @@ from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from fastmma.kernels.fused_gemm import NEG_EXP, _finish_row_rz32, _finish_row_rz_fenv, fused_gemm, prescale
+from fastmma.kernels.fused_gemm import (NEG_EXP, _block_sizes, _finish_row_rz32, _finish_row_rz_fenv, fused_gemm,
+                                      prescale)
 
 INSTRUCTIONS = [
     "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
@@ -71,14 +72,34 @@ def test_both_lane_widths_equal_the_reference(text, mode, wide):
     assert np.array_equal(got, ref)
 
 
-@pytest.mark.parametrize("blocks", [(16, 8, 1), (32, 24, 5), (512, 128, 32)])
-def test_blocking_does_not_change_bits(blocks):
+@pytest.mark.parametrize("k", [96, 80])
+@pytest.mark.parametrize("blocks", [(16, 8, 1), (32, 24, 5), (48, 24, 7), (512, 128, 32)])
+def test_blocking_does_not_change_bits(blocks, k):
+    # k = 80 with K-blocks of at most 48 terms: blocks of 48 and 32, the last one shorter
     rng = np.random.default_rng(1)
-    a = random_bits(rng, "f16", (70, 96), "wide")
-    b = random_bits(rng, "f16", (96, 50), "wide")
+    a = random_bits(rng, "f16", (70, k), "wide")
+    b = random_bits(rng, "f16", (k, 50), "wide")
     c = random_bits(rng, "f32", (70, 50), "wide")
-    got, ref = run(INSTRUCTIONS[0], a, b, c, blocks=blocks)
-    assert np.array_equal(got, ref)
+    for wide in (False, True):
+        got, ref = run(INSTRUCTIONS[0], a, b, c, blocks=blocks, wide=wide)
+        assert np.array_equal(got, ref)
+
+
+def test_block_sizes_split_k_evenly_in_whole_groups():
+    # K = 2080 in blocks of at most 2048: two blocks, 1056 + 1024 terms (33 and 32 groups of 32)
+    assert _block_sizes((2048, 256, 64), 100, 2080, 32) == (1056, 256, 64)
+    assert _block_sizes((2048, 256, 64), 100, 2048, 32) == (2048, 256, 64)
+    assert _block_sizes((2048, 256, 64), 10, 48, 16) == (48, 256, 10)  # no taller than M
+    assert _block_sizes((8, 256, 64), 10, 48, 16) == (16, 256, 10)  # at least one group
+
+
+def test_k_must_be_a_multiple_of_the_group():
+    rng = np.random.default_rng(3)
+    a = random_bits(rng, "f16", (4, 24), "narrow")
+    b = random_bits(rng, "f16", (24, 4), "narrow")
+    c = random_bits(rng, "f32", (4, 4), "narrow")
+    with pytest.raises(ValueError, match="K = 24 is not a multiple"):
+        run(INSTRUCTIONS[0], a, b, c)
 
 
 def test_negation_and_absent_c():
