@@ -36,7 +36,7 @@ Blocking: for each N-block of ``NB`` columns and K-block of ``KB``, a decoded B 
 shared by the threads, which take blocks of ``MB`` rows of A.  A is decoded once, already
 packed block by block and group by group (:func:`decode_packed`: a group's A values for all
 rows of a block are contiguous); packing it per N-block instead read all of A from memory
-once per N-block, a quarter of the kernel's time for fp8 at 2048^3.  For each group the
+once per N-block, up to a quarter of the kernel's time for fp8 at 2048^3.  For each group the
 ``G x NB`` slice of the panel stays in cache while the rows stream past it.  ``G`` is a compile-time constant
 (one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
 The K-blocks are long (2048 by default): each one costs a round trip of the accumulator
