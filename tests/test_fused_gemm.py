@@ -91,6 +91,7 @@ def test_block_sizes_split_k_evenly_in_whole_groups():
     assert _block_sizes((2048, 256, 64), 100, 2048, 32) == (2048, 256, 64)
     assert _block_sizes((2048, 256, 64), 10, 48, 16) == (48, 256, 10)  # no taller than M
     assert _block_sizes((8, 256, 64), 10, 48, 16) == (16, 256, 10)  # at least one group
+    assert _block_sizes((2048, 256, 64), 0, 0, 16) == (16, 256, 1)  # an empty GEMM still has blocks
 
 
 def test_k_must_be_a_multiple_of_the_group():
@@ -100,6 +101,8 @@ def test_k_must_be_a_multiple_of_the_group():
     c = random_bits(rng, "f32", (4, 4), "narrow")
     with pytest.raises(ValueError, match="K = 24 is not a multiple"):
         run(INSTRUCTIONS[0], a, b, c)
+    got, ref = run(INSTRUCTIONS[0], a[:, :0], b[:0], c)  # K = 0: D = C
+    assert np.array_equal(got, ref)
 
 
 def test_negation_and_absent_c():

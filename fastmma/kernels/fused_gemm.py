@@ -583,8 +583,8 @@ def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
     groups (but the last, which may be shorter), and a block of rows is no taller than M."""
     kb_max, nb, mb = blocks
     kb_max = max(group, min(kb_max, kk) // group * group)
-    nkb = -(-kk // kb_max)
-    kb = -(-kk // (nkb * group)) * group
+    nkb = max(1, -(-kk // kb_max))
+    kb = max(group, -(-kk // (nkb * group)) * group)
     return kb, nb, max(1, min(mb, m))
 
 
