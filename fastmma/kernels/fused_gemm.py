@@ -589,13 +589,10 @@ def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
 
 
 def _packed_empty(m, kk, KB, MB, G, dtype):
-    """An uninitialised array for :func:`decode_packed`, starting on a cache line."""
+    """An uninitialised array for :func:`decode_packed`, starting on a cache line
+    (:func:`_aligned_empty`)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
-    size = int(np.prod(shape))
-    itemsize = np.dtype(dtype).itemsize
-    buf = np.empty(size + 64 // itemsize, dtype)
-    off = (-buf.ctypes.data % 64) // itemsize
-    return buf[off:off + size].reshape(shape)
+    return _aligned_empty(int(np.prod(shape)), np.dtype(dtype)).reshape(shape)
 
 
 def _range(lo_hi) -> tuple[int, int]:
