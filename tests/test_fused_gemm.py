@@ -16,8 +16,8 @@ from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from fastmma.kernels.fused_gemm import (NEG_EXP, _block_sizes, _finish_row_rz32, _finish_row_rz_fenv, fused_gemm,
-                                      prescale)
+from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _finish_row_rz32,
+                                      _finish_row_rz_fenv, exponent_lanes, fused_gemm, prescale)
 
 INSTRUCTIONS = [
     "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
@@ -39,11 +39,11 @@ def random_bits(rng, fmt, shape, mode):
     return v.view(f.storage)
 
 
-def run(text, a, b, c, use_c=True, wide=None, blocks=None):
+def run(text, a, b, c, use_c=True, wide=None, blocks=None, exp_lanes=None):
     inst = parse(text)
     neg = dict(neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
     kw = dict(c_emin=get_format(inst.ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
-              use_c=use_c, wide=wide, **neg)
+              use_c=use_c, wide=wide, exp_lanes=exp_lanes, **neg)
     if blocks:
         kw["blocks"] = blocks
     c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)  # as kernels.execute hands it over
@@ -122,6 +122,61 @@ def test_prescale_exists_for_f16_and_fp8_whatever_the_data():
     assert prescale(-14, 15, -14, 15, 10, 10, 25, -21) is not None
     assert prescale(-6, 8, -14, 15, 3, 2, 13, -133) is not None
     assert prescale(-126, 127, -126, 127, 7, 7, 25, -133) is None  # full bf16 range: float64 lanes
+
+
+def test_exponent_lanes_by_hand():
+    # f16 and fp8: the whole format's range fits int8 lanes, each operand centred
+    assert exponent_lanes(-14, 15, -14, 15) == (np.int8, ZERO_EXP8, 0, 0, -28)
+    assert exponent_lanes(-6, 8, -14, 15) == (np.int8, ZERO_EXP8, 1, 0, -21)
+    # a span of 42 binades fits: a sum with a zero is at most -64 + 21 = -43 < -21 - 21;
+    # one more binade and -64 + 22 = -42 would reach the smallest true sum
+    assert exponent_lanes(-121, -79, 100, 142) == (np.int8, ZERO_EXP8, -100, 121, -42)
+    assert exponent_lanes(-21, 22, -21, 22) == INT16_LANES
+    assert exponent_lanes(-21, 22, -21, 22, np.int8) is None
+    assert exponent_lanes(-14, 15, -14, 15, np.int16) == INT16_LANES
+    # an operand with no non-zero element has no range to place
+    assert exponent_lanes(1 << 20, NEG_EXP, -126, -90) == (np.int8, ZERO_EXP8, 0, -108, -18)
+    assert exponent_lanes(-126, 127, -126, 127) == INT16_LANES  # bf16's whole range
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[2], INSTRUCTIONS[3], INSTRUCTIONS[4]])
+@pytest.mark.parametrize("exp_lanes", [np.int8, np.int16])
+def test_both_exponent_lanes_equal_the_reference_with_zeros_and_tiny_accumulators(text, exp_lanes):
+    """Zero products next to true ones and a C far below them, so that a sum with a zero
+    that counted as a true exponent would move e_max and cut C's low bits; rows and columns
+    all zeros make every product of some elements zero.  bf16 and tf32 data far from 1
+    take the offsets."""
+    inst = parse(text)
+    rng = np.random.default_rng(7)
+    k = 4 * inst.rule.group
+    a = random_bits(rng, inst.atype, (33, k), "narrow")
+    b = random_bits(rng, inst.btype, (k, 40), "narrow")
+    if inst.atype in ("bf16", "tf32"):
+        fa, fb = get_format(inst.atype), get_format(inst.btype)
+        a = (a.view(fa.value_dtype).astype(np.float32) * 2.0 ** 90).astype(fa.value_dtype).view(fa.storage)
+        b = (b.view(fb.value_dtype).astype(np.float32) * 2.0 ** -70).astype(fb.value_dtype).view(fb.storage)
+    a[rng.random(a.shape) < 0.3] = 0
+    b[rng.random(b.shape) < 0.3] = 0
+    a[5] = 0
+    b[:, 7] = 0
+    c = (rng.standard_normal((33, 40)) * 2.0 ** -120).astype(np.float32)
+    if inst.ctype == "f16":
+        c = (rng.standard_normal((33, 40)) * 2.0 ** -20).astype(np.float16)
+    c = c.view(get_format(inst.ctype).storage)
+    got, ref = run(text, a, b, c, wide=False, exp_lanes=exp_lanes)
+    assert np.array_equal(got, ref)
+
+
+def test_int8_exponent_lanes_refuse_data_too_wide_for_them():
+    rng = np.random.default_rng(8)
+    a = random_bits(rng, "bf16", (4, 16), "narrow")
+    b = random_bits(rng, "bf16", (16, 4), "narrow")
+    c = random_bits(rng, "f32", (4, 4), "narrow")
+    a[0, 0], a[0, 1] = 0x2B80, 0x5380  # 2^-40 and 2^40: float32 lanes, but not int8 exponents
+    with pytest.raises(ValueError, match="int8 exponent lanes"):
+        run(INSTRUCTIONS[2], a, b, c, wide=False, exp_lanes=np.int8)
+    got, ref = run(INSTRUCTIONS[2], a, b, c, wide=False)  # int16 lanes
+    assert np.array_equal(got, ref)
 
 
 @settings(max_examples=25, deadline=None)

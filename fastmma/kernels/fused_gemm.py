@@ -20,12 +20,14 @@ another way.  For each output element and each group of ``G`` k-terms:
   integer sum's low bits are cleared below its leading ``out_man_bits + 1`` (count leading
   zeros) and ``ldexp`` puts it in place (:func:`_finish_row_rz32`).
 
-Two lane widths.  The float32 path keeps exponents in int16 (32 lanes), products and scales
-in float32 (16 lanes) and sums each group in int32 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded
-pre-multiplied by a power of two ``2^sh`` so that every product and scale is a normal
-float32 (``sh`` is chosen from the exponent range of the data, :func:`prescale`); this
-always exists for f16 and fp8 inputs, and for bf16/tf32 unless the data spans more
-binades than float32 holds.  The float64 path (8 lanes) handles every range.
+Two lane widths.  The float32 path keeps exponents in int8 (64 lanes) where each operand's
+data span at most about 42 binades (any f16 or fp8 data; :func:`exponent_lanes`), else in
+int16 (32 lanes), products and scales in float32 (16 lanes) and sums each group in int32
+(``G * 2^(frac_bits+2) <= 2^31``); A is decoded pre-multiplied by a power of two ``2^sh``
+so that every product and scale is a normal float32 (``sh`` is chosen from the exponent
+range of the data, :func:`prescale`); this always exists for f16 and fp8 inputs, and for
+bf16/tf32 unless the data spans more binades than float32 holds.  The float64 path (8
+lanes) handles every range.
 
 Infinities and NaNs in A, B or C are not handled by the fast paths: the rows, columns and
 elements they touch are recomputed with the reference kernel afterwards.  An accumulator
@@ -47,15 +49,18 @@ lines costs two loads, and measured up to a fifth of the kernel's time.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from .vector_ops import clz_u32, ldexp_f32, sub_i32
+from .vector_ops import as_element_of, clz_u32, ldexp_f32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
+ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
 _F16_OVERFLOW = 65536.0
 
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
@@ -170,9 +175,10 @@ def scan_columns(bits, p):
 
 
 @njit(parallel=True, cache=True)
-def decode_packed(bits, p, neg, scale, vals, exps):
-    """Values (times ``scale``, a power of two) and exponents of the whole of A, laid out
-    as the kernel reads them: ``vals[kbi, ib, g, r, k]`` is element ``(ib * MB + r, kbi *
+def decode_packed(bits, p, neg, scale, zero, off, vals, exps):
+    """Values (times ``scale``, a power of two) and exponents (less ``off``; ``zero`` for
+    zeros and specials, :class:`ExponentLanes`) of the whole of A, laid out as the kernel
+    reads them: ``vals[kbi, ib, g, r, k]`` is element ``(ib * MB + r, kbi *
     KB + g * G + k)`` (``vals.shape == (K blocks, M blocks, KB // G, MB, G)``), so that each
     block of rows and k-terms is one contiguous array, group by group, and A is read from
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
@@ -189,7 +195,7 @@ def decode_packed(bits, p, neg, scale, vals, exps):
             for k in range(G):
                 v, e, _ = _decode_value(bits[r, c0 + k], p, neg)
                 vals[kbi, ib, g, rr, k] = v * scale
-                exps[kbi, ib, g, rr, k] = e
+                exps[kbi, ib, g, rr, k] = e - off if e != NEG_EXP else zero
 
 
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
@@ -211,6 +217,52 @@ def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | 
     sh_min = max(-149 - lo + a_man + b_man, frac_bits - e_floor - 127)
     sh_max = 125 - hi
     return sh_min if sh_min <= sh_max else None
+
+
+class ExponentLanes(NamedTuple):
+    """How the float32 path stores the operands' exponents for pass 1: as ``dtype`` (int8,
+    64 lanes to a vector, or int16, 32), A's less ``off_a`` and B's less ``off_b``, zeros
+    and specials at ``zero``.  A sum of two stored exponents below ``thr`` involves a zero;
+    one at or above it is a true exponent sum less ``off_a + off_b``."""
+
+    dtype: type
+    zero: int
+    off_a: int
+    off_b: int
+    thr: int
+
+
+INT16_LANES = ExponentLanes(np.int16, NEG_EXP, 0, 0, NEG_EXP // 2)
+INT32_LANES = ExponentLanes(np.int32, NEG_EXP, 0, 0, NEG_EXP // 2)  # the float64 path's
+
+
+def _centred(lo, hi) -> tuple[int, int, int]:
+    """(offset, lowest, highest): an operand's exponent range less its middle."""
+    if lo > hi:  # no non-zero element: no true exponent to place
+        return 0, 0, 0
+    off = (lo + hi) // 2
+    return off, lo - off, hi - off
+
+
+def exponent_lanes(a_lo, a_hi, b_lo, b_hi, dtype=None) -> ExponentLanes | None:
+    """int8 lanes where the data allow them (or ``dtype`` asks for them; None if they do
+    not fit), else int16 lanes.
+
+    In int8, each operand's exponents are stored less the middle of their range and zeros
+    at ``ZERO_EXP8``: the sum of two zeros (-128) must not wrap, a sum with a zero must stay
+    below the smallest sum of two true exponents, and the largest sum must not pass 127.
+    Each operand may then span about 42 binades: any f16 or fp8 data, and bf16 or tf32
+    data of a usual range.
+    """
+    if dtype in (None, np.int8):
+        off_a, la, ha = _centred(a_lo, a_hi)
+        off_b, lb, hb = _centred(b_lo, b_hi)
+        z = ZERO_EXP8
+        if max(z + hb, ha + z, 2 * z) < la + lb and ha + hb <= 127 and z + min(la, lb) >= -128:
+            return ExponentLanes(np.int8, z, off_a, off_b, la + lb)
+        if dtype is not None:
+            return None
+    return INT16_LANES
 
 
 # ---------------------------------------------------------------- one group of one row
@@ -345,23 +397,29 @@ def _group_sum32(c, t, up, wraps):
 
 
 @njit(cache=True, inline="always")
-def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, frac, sh, e_floor, omb, rnd,
-                 d_emin):
+def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
+                 rnd, d_emin, thr, po):
     """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) and
     ``ec[:nb]`` (its exponents) updated in place.
 
-    Pass 1 runs in 32-lane int16 arithmetic (exponents), pass 2 in 16-lane float32/int32; the
-    k-terms run in chunks of ``U`` (<= 16) so that LLVM unrolls each chunk."""
-    ef = np.int16(e_floor)
-    for h in range(g0, g0 + G, U):  # pass 1: e_max
+    Pass 1 runs in the exponent lanes of ``P``'s type (64 int8 or 32 int16 to a vector,
+    :class:`ExponentLanes`; ``thr`` and ``po = off_a + off_b`` are theirs), pass 2 in
+    16-lane float32/int32; the k-terms run in chunks of ``U`` (<= 16) so that LLVM unrolls
+    each chunk."""
+    for h in range(g0, g0 + G, U):  # pass 1: the largest sum of stored exponents
         for j in range(nb):
-            e = np.int16(max(ef, ec[j])) if h == g0 else E[j]
+            p = as_element_of(thr - 1, P) if h == g0 else P[j]
             for k in range(U):
-                e = np.int16(max(e, np.int16(ea[i, ko + h + k] + epan[h + k, j])))
-            E[j] = e
+                p = max(p, as_element_of(ea[i, ko + h + k] + epan[h + k, j], P))
+            P[j] = p
+    ef, th, off = np.int16(e_floor), np.int16(thr), np.int16(po)
     top = _I32(127 + frac - sh)
-    for j in range(nb):  # the float32 scale 2^(frac - e_max - sh), 0 when it underflows
-        x = sub_i32(top, _I32(E[j]))
+    for j in range(nb):  # e_max, and the float32 scale 2^(frac - e_max - sh), 0 when it underflows
+        p = np.int16(P[j])
+        e = np.int16(max(ef, ec[j]))
+        e = np.int16(max(e, np.int16(p + off))) if p >= th else e
+        E[j] = e
+        x = sub_i32(top, _I32(e))
         S32[j] = f32_from_bits(_I32(x << _I32(23))) if x > _I32(0) else np.float32(0)
     for h in range(g0, g0 + G, U):  # pass 2: truncated terms, exact int32 sums
         for j in range(nb):
@@ -404,59 +462,62 @@ def _group_row64(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac
 
 
 @njit(cache=True, inline="always")
-def _rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, frac, sh, e_zero, omb,
-          rnd, d_emin, G, U, wide):
+def _rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, frac, sh, e_zero, omb,
+          rnd, d_emin, thr, po, G, U, wide):
     """One group for ``mb`` rows of a tile."""
     for r in range(mb):
         if wide:
             _group_row64(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
                          sh, e_zero, omb, rnd, d_emin)
         else:
-            _group_row32(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
-                         sh, e_zero, omb, rnd, d_emin)
+            _group_row32(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, P, frac,
+                         sh, e_zero, omb, rnd, d_emin, thr, po)
 
 
 # One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
 # the source of a compiled function for LLVM to unroll the k-terms (numba's parallel
-# outlining would turn arguments into run-time values).
-@njit(cache=True)
-def _rows_g4_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 4, 4, False)
+# outlining would turn arguments into run-time values).  They are compiled without numba's
+# reference counting (_nrt=False): they only read and write arrays that their caller owns,
+# and where numba's pruning of reference counts fails (it did for the int8 lanes), an
+# atomic increment and decrement per array per row cost a quarter of the kernel's time.
+@njit(cache=True, _nrt=False)
+def _rows_g4_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 4, 4, False)
 
 
-@njit(cache=True)
-def _rows_g8_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 8, 8, False)
+@njit(cache=True, _nrt=False)
+def _rows_g8_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 8, 8, False)
 
 
-@njit(cache=True)
-def _rows_g16_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 16, 16, False)
+@njit(cache=True, _nrt=False)
+def _rows_g16_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 16, 16, False)
 
 
-@njit(cache=True)
-def _rows_g32_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 32, 16, False)
+@njit(cache=True, _nrt=False)
+def _rows_g32_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 32, 16, False)
 
 
-@njit(cache=True)
-def _rows_g4_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 4, 4, True)
+@njit(cache=True, _nrt=False)
+def _rows_g4_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 4, 4, True)
 
 
-@njit(cache=True)
-def _rows_g8_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 8, 8, True)
+@njit(cache=True, _nrt=False)
+def _rows_g8_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 8, 8, True)
 
 
-@njit(cache=True)
-def _rows_g16_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 16, 16, True)
+@njit(cache=True, _nrt=False)
+def _rows_g16_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 16, 16, True)
 
 
-@njit(cache=True)
-def _rows_g32_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, f, sh, ez, o, r, de, 32, 16, True)
+@njit(cache=True, _nrt=False)
+def _rows_g32_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 32, 16, True)
 
 
 @njit(cache=True, inline="always")
@@ -469,10 +530,11 @@ def _aligned_empty(n, dtype):
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin, d_emin,
+def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin, d_emin,
                KB, NB, MB):
     m = out.shape[0]
     kk, n = b.shape
+    zero, off_b, thr, po = lanes
     bpan = _aligned_empty(KB * NB, a_val.dtype).reshape((KB, NB))
     epan = _aligned_empty(KB * NB, a_exp.dtype).reshape((KB, NB))
     nmb = (m + MB - 1) // MB
@@ -484,15 +546,16 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero,
                 for j in range(nb):
                     v, e, _ = _decode_value(b[kb + k, jb + j], bp, neg_b)
                     bpan[k, j] = v
-                    epan[k, j] = e
+                    epan[k, j] = e - off_b if e != NEG_EXP else zero
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
-                E = _aligned_empty(NB, a_exp.dtype)
+                E = _aligned_empty(NB, np.int32 if wide else np.int16)
+                P = _aligned_empty(NB, a_exp.dtype)
                 S = _aligned_empty(NB, a_val.dtype)
                 T = _aligned_empty(NB, np.int64 if wide else np.int32)
                 tile = _aligned_empty(MB * NB, np.float32).reshape((MB, NB))
-                ectile = _aligned_empty(MB * NB, a_exp.dtype).reshape((MB, NB))
+                ectile = _aligned_empty(MB * NB, np.int32 if wide else np.int16).reshape((MB, NB))
                 saved = read_mxcsr()
                 write_mxcsr(_I32(MXCSR_TOWARD_ZERO if rnd == ROUND_RZ and not wide else MXCSR_NEAREST))
                 c_e = c_emin if kb == 0 else d_emin
@@ -505,7 +568,7 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero,
                 aepan = a_exp[kb // KB, ib]
                 for g0 in range(0, kbs, G):
                     rows(tile, ectile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
-                         frac, sh, e_zero, omb, rnd, d_emin)
+                         P, frac, sh, e_zero, omb, rnd, d_emin, thr, po)
                 for r in range(mb):
                     for j in range(nb):
                         out[i0 + r, jb + j] = tile[r, j]
@@ -513,43 +576,43 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, out, rows, G, wide, frac, sh, e_zero,
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g4_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g8_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g16_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g32_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g4_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g8_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g16_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, b, bp, nb_, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, out, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g32_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
@@ -600,14 +663,15 @@ def _range(lo_hi) -> tuple[int, int]:
 
 
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-               blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None):
+               blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None):
     """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
     ``rule.group``.
 
     ``a``, ``b``, ``c``: raw bits; ``af``..``df``: format parameter tuples
     (``decode.float_params``); ``c_emin``/``d_emin``: smallest normal exponents of C's and
-    D's formats.  ``wide=None`` picks the float32 path when :func:`prescale` allows it;
-    True/False force a path (tests).
+    D's formats.  ``wide=None`` picks the float32 path when :func:`prescale` allows it,
+    and ``exp_lanes=None`` its int8 exponent lanes when :func:`exponent_lanes` allows them;
+    True/False and np.int8/np.int16 force a path (tests).
     """
     m, kk = a.shape
     n = b.shape[1]
@@ -625,10 +689,13 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     elif not wide and sh is None:
         raise ValueError("the data's exponent range does not fit the float32 path")
     sh = 0 if wide else sh
+    lanes = INT32_LANES if wide else exponent_lanes(*_range(a_lo_hi), *_range(b_lo_hi), exp_lanes)
+    if lanes is None:
+        raise ValueError("the data's exponent range does not fit int8 exponent lanes")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
     a_val = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32)
-    a_exp = _packed_empty(m, kk, KB, MB, rule.group, np.int32 if wide else np.int16)
-    decode_packed(a, af, int(neg_a), float(2.0 ** sh), a_val, a_exp)
+    a_exp = _packed_empty(m, kk, KB, MB, rule.group, lanes.dtype)
+    decode_packed(a, af, int(neg_a), float(2.0 ** sh), lanes.zero, lanes.off_a, a_val, a_exp)
     elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
@@ -638,8 +705,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         out = cvals if elems is None else np.where(elems, np.float32(0), cvals)
     else:
         out = np.zeros((m, n), np.float32)
-    KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), out, rule.frac_bits, sh, rule.e_zero,
-                                      rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
+    kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b)
+    KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), kernel_lanes, out, rule.frac_bits, sh,
+                                      rule.e_zero, rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
     del a_val, a_exp
     d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
     if rows.any() or cols.any() or elems is not None:

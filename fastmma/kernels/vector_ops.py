@@ -1,4 +1,4 @@
-"""Three LLVM operations that numba does not expose, for loops that must vectorise.
+"""Four LLVM operations that numba does not expose, for loops that must vectorise.
 
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
@@ -6,6 +6,8 @@ them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32
 vectoriser.  ``sub_i32`` is a plain 32-bit subtraction: numba computes ``int32 - int32`` in
 int64, and where an operand comes from a loop-invariant ``int32(x)`` LLVM keeps the
 int64 lanes (two vectors of 8 and the conversions between them, for one of 16).
+``as_element_of`` converts an integer to an array's element type, so that one loop body
+computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
 """
 
 from __future__ import annotations
@@ -50,3 +52,14 @@ def sub_i32(typingctx, a, b):
             return builder.sub(args[0], args[1])
 
         return types.int32(types.int32, types.int32), codegen
+
+
+@intrinsic
+def as_element_of(typingctx, x, like):
+    """The integer ``x`` converted (wrapping) to the element type of the integer array
+    ``like``."""
+    if isinstance(x, types.Integer) and isinstance(like, types.Array) and isinstance(like.dtype, types.Integer):
+        def codegen(context, builder, signature, args):
+            return context.cast(builder, args[0], signature.args[0], signature.return_type)
+
+        return like.dtype(x, like), codegen
