@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit
 
-from fastmma.kernels.vector_ops import clz_u32, ldexp_f32, sub_i32
+from fastmma.kernels.vector_ops import as_element_of, clz_u32, ldexp_f32, sub_i32
 
 
 @njit
@@ -14,6 +14,11 @@ def _sub(a, b):
 @njit
 def _clz(x):
     return clz_u32(np.uint32(x))
+
+
+@njit
+def _as_element_of(x, like):
+    return as_element_of(x, like)
 
 
 @njit
@@ -36,3 +41,9 @@ def test_ldexp_f32_is_exact_and_overflows_to_infinity():
     assert _ldexp(1.0, -149) == np.float32(2.0**-149)  # the smallest subnormal
     assert _ldexp(1.0, 128) == np.inf
     assert _ldexp(-1.0, 200) == -np.inf
+
+
+def test_as_element_of_converts_to_the_arrays_type_wrapping():
+    for dtype, x, want in [(np.int8, 100, 100), (np.int8, -128, -128), (np.int8, 200, -56), (np.int8, -129, 127),
+                           (np.int16, 200, 200), (np.int16, 40000, 40000 - 65536)]:
+        assert _as_element_of(x, np.zeros(1, dtype)) == want

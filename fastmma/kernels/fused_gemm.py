@@ -184,18 +184,18 @@ def decode_packed(bits, p, neg, scale, zero, off, vals, exps):
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
     left unwritten; the kernel never reads them."""
     rows, cols = bits.shape
-    _, _, ng, MB, G = vals.shape
+    nkb, _, ng, MB, G = vals.shape
     KB = ng * G
     for r in prange(rows):
         ib = r // MB
         rr = r - ib * MB
-        for c0 in range(0, cols, G):  # K is a multiple of G
-            kbi = c0 // KB
-            g = (c0 - kbi * KB) // G
-            for k in range(G):
-                v, e, _ = _decode_value(bits[r, c0 + k], p, neg)
-                vals[kbi, ib, g, rr, k] = v * scale
-                exps[kbi, ib, g, rr, k] = e - off if e != NEG_EXP else zero
+        for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
+            for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
+                c0 = kbi * KB + g * G
+                for k in range(G):
+                    v, e, _ = _decode_value(bits[r, c0 + k], p, neg)
+                    vals[kbi, ib, g, rr, k] = v * scale
+                    exps[kbi, ib, g, rr, k] = e - off if e != NEG_EXP else zero
 
 
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
