@@ -683,13 +683,14 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
     a_lo_hi, rows = scan_rows(a, af)
     b_lo_hi, cols = scan_columns(b, bf)
-    sh = prescale(*_range(a_lo_hi), *_range(b_lo_hi), af[1], bf[1], rule.frac_bits, rule.e_zero)
+    a_range, b_range = _range(a_lo_hi), _range(b_lo_hi)
+    sh = prescale(*a_range, *b_range, af[1], bf[1], rule.frac_bits, rule.e_zero)
     if wide is None:
         wide = sh is None
     elif not wide and sh is None:
         raise ValueError("the data's exponent range does not fit the float32 path")
     sh = 0 if wide else sh
-    lanes = INT32_LANES if wide else exponent_lanes(*_range(a_lo_hi), *_range(b_lo_hi), exp_lanes)
+    lanes = INT32_LANES if wide else exponent_lanes(*a_range, *b_range, exp_lanes)
     if lanes is None:
         raise ValueError("the data's exponent range does not fit int8 exponent lanes")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
