@@ -9,6 +9,7 @@ the oracle the fast ones are tested against.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -25,8 +26,10 @@ ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 launch_lock = threading.RLock()
 
 
+@functools.lru_cache(maxsize=None)
 def format_params(name: str) -> tuple:
-    """The float format parameters a kernel takes (``decode.float_params``), as int64s."""
+    """The float format parameters a kernel takes (``decode.float_params``), as int64s
+    (built once per format: a small GEMM's call should not pay for it each time)."""
     return tuple(np.int64(x) for x in float_params(get_format(name)))
 
 

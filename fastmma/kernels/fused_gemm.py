@@ -45,6 +45,11 @@ The K-blocks are long (2048 by default): each one costs a round trip of the accu
 tile, which measured dearer than a panel that no longer fits the L2 cache.  Every scratch
 array starts on a cache line (:func:`_aligned_empty`): a 16-lane vector that straddles two
 lines costs two loads, and measured up to a fifth of the kernel's time.
+
+Indexing.  An index that numba cannot prove non-negative (``b[kb + k, jb + j]``) gets a
+wrap-around test per element, which turns a loop over a row into gathers or stops it
+vectorising; the loops index a row view (``b[kb + k, jb:jb + nb]``) by the loop variable
+instead.  That halved the A decode and the tile copies at 256^3.
 """
 
 from __future__ import annotations
@@ -95,13 +100,6 @@ def _field_exponent(ex, man, special, bias):
 
 
 @njit(cache=True, inline="always")
-def _exponent(x, p):
-    """``(exponent, special)`` of one element (:func:`_field_exponent`)."""
-    ex, man, special = _fields(x, p)
-    return _field_exponent(ex, man, special, p[2]), special
-
-
-@njit(cache=True, inline="always")
 def _decode_value(x, p, neg):
     """``(value as float64, exponent, special)`` of one element, without branches (so that
     loops over whole rows vectorise); zeros and specials get the value 0 and exponent
@@ -119,6 +117,30 @@ _I32 = np.int32
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
 
 
+@njit(cache=True, inline="always")
+def _scan_element(x, p, like):
+    """``(hi, lo, special)`` of one element for the scans, in uint8 lanes: its biased
+    exponent as the rule counts it (subnormals at 1) for both, or 0 and 255 for a zero or a
+    special, so that neither wins a maximum or a minimum.  Masks and shifts are converted
+    to the element type of ``like`` (the bits array) first, so that the loop runs in lanes
+    of that width, not in int64."""
+    ebits, mbits, ieee, low = p[0], p[1], p[3], p[4]
+    emask = (np.int64(1) << ebits) - 1
+    special_bits = ((emask << mbits) | (0 if ieee else (np.int64(1) << mbits) - 1)) << low
+    key = as_element_of(special_bits, like)
+    special = (x & key) == key
+    ex = np.uint8((x >> as_element_of(low + mbits, like)) & as_element_of(emask, like))
+    e = max(ex, np.uint8(1))
+    dead = special | ((x & as_element_of(((np.int64(1) << (ebits + mbits)) - 1) << low, like)) == 0)
+    return (np.uint8(0) if dead else e), (np.uint8(255) if dead else e), np.uint8(special)
+
+
+@njit(cache=True, inline="always")
+def _scanned(lo, hi, bias):
+    """``(lowest, highest)`` exponent from the biased ones of :func:`_scan_element`."""
+    return (np.int64(lo) - bias if lo != 255 else np.int64(_NO_LOW)), (np.int64(hi) - bias if hi != 0 else np.int64(NEG_EXP))
+
+
 @njit(parallel=True, cache=True)
 def scan_rows(bits, p):
     """Per row: ``(lowest exponent, highest exponent)`` of its non-zero finite elements
@@ -127,14 +149,14 @@ def scan_rows(bits, p):
     lo_hi = np.empty((rows, 2), np.int64)
     special = np.zeros(rows, np.bool_)
     for r in prange(rows):
-        lo, hi, sp = np.int64(_NO_LOW), np.int64(NEG_EXP), np.int64(0)
+        row = bits[r]
+        lo, hi, sp = np.uint8(255), np.uint8(0), np.uint8(0)
         for c in range(cols):
-            e, s = _exponent(bits[r, c], p)
-            sp |= np.int64(s)  # an integer, not a bool, so that the loop vectorises
-            lo = min(lo, e if e != NEG_EXP else np.int64(_NO_LOW))
-            hi = max(hi, e)
-        lo_hi[r, 0] = lo
-        lo_hi[r, 1] = hi
+            h, l, s = _scan_element(row[c], p, bits)
+            sp |= s
+            lo = min(lo, l)
+            hi = max(hi, h)
+        lo_hi[r, 0], lo_hi[r, 1] = _scanned(lo, hi, p[2])
         special[r] = sp != 0
     return lo_hi, special
 
@@ -150,26 +172,27 @@ def scan_columns(bits, p):
     rows instead, one long stride per row, measured up to 8x slower for 4-byte elements.)"""
     rows, cols = bits.shape
     nch = min(rows, _SCAN_CHUNKS)
-    lo = np.full((nch, cols), np.int64(_NO_LOW))
-    hi = np.full((nch, cols), np.int64(NEG_EXP))
-    sp = np.zeros((nch, cols), np.int64)
+    lo = np.full((nch, cols), np.uint8(255))
+    hi = np.zeros((nch, cols), np.uint8)
+    sp = np.zeros((nch, cols), np.uint8)
     for ch in prange(nch):
+        lo_c, hi_c, sp_c = lo[ch], hi[ch], sp[ch]
         for r in range(ch * rows // nch, (ch + 1) * rows // nch):
+            row = bits[r]
             for c in range(cols):
-                e, s = _exponent(bits[r, c], p)
-                sp[ch, c] |= np.int64(s)  # an integer, not a bool, so that the loop vectorises
-                lo[ch, c] = min(lo[ch, c], e if e != NEG_EXP else np.int64(_NO_LOW))
-                hi[ch, c] = max(hi[ch, c], e)
+                h, l, s = _scan_element(row[c], p, bits)
+                sp_c[c] |= s
+                lo_c[c] = min(lo_c[c], l)
+                hi_c[c] = max(hi_c[c], h)
     lo_hi = np.empty((cols, 2), np.int64)
     special = np.zeros(cols, np.bool_)
-    for c in prange(cols):
-        l, h, f = np.int64(_NO_LOW), np.int64(NEG_EXP), np.int64(0)
+    for c in range(cols):  # serial: a parallel merge cost more to start than it saved
+        l, h, f = np.uint8(255), np.uint8(0), np.uint8(0)
         for ch in range(nch):
             l = min(l, lo[ch, c])
             h = max(h, hi[ch, c])
             f |= sp[ch, c]
-        lo_hi[c, 0] = l
-        lo_hi[c, 1] = h
+        lo_hi[c, 0], lo_hi[c, 1] = _scanned(l, h, p[2])
         special[c] = f != 0
     return lo_hi, special
 
@@ -191,11 +214,13 @@ def decode_packed(bits, p, neg, scale, zero, off, vals, exps):
         rr = r - ib * MB
         for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
             for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
-                c0 = kbi * KB + g * G
+                src = bits[r, kbi * KB + g * G:]
+                vrow = vals[kbi, ib, g, rr]
+                erow = exps[kbi, ib, g, rr]
                 for k in range(G):
-                    v, e, _ = _decode_value(bits[r, c0 + k], p, neg)
-                    vals[kbi, ib, g, rr, k] = v * scale
-                    exps[kbi, ib, g, rr, k] = e - off if e != NEG_EXP else zero
+                    v, e, _ = _decode_value(src[k], p, neg)
+                    vrow[k] = v * scale
+                    erow[k] = e - off if e != NEG_EXP else zero
 
 
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
@@ -311,28 +336,25 @@ def _exact_sum(c, t, e, frac):
 
 
 @njit(cache=True, inline="always")
-def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
-    """acc = the group's exact sum rounded to the accumulator; ec = the exponents of the new
-    values, for the next group.  One loop per rounding mode, so that each vectorises."""
+def _finish_row(acc, E, T, nb, frac, omb, rnd):
+    """acc = the group's exact sum rounded to the accumulator.  One loop per rounding mode,
+    so that each vectorises."""
     if rnd == ROUND_RNE:
         for j in range(nb):
             r = _round_rne_f16(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), False)
             acc[j] = r
-            ec[j] = _c_exponent(r, d_emin)
     elif rnd == ROUND_RZ_F16:
         for j in range(nb):
             r = _round_rne_f16(np.float64(_round_rz_f32(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), omb)), True)
             acc[j] = r
-            ec[j] = _c_exponent(r, d_emin)
     else:
         for j in range(nb):
             r = _round_rz_f32(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), omb)
             acc[j] = r
-            ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
-def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
+def _finish_row_rz32(acc, E, T, nb, frac, omb, wraps):
     """:func:`_finish_row` for the rounding toward zero to f32, in 16 int32/float32 lanes,
     for finite results (:func:`fused_gemm` takes this path only where no sum can overflow).
     The portable form, for CPUs without :data:`.fp_env.HAS_MXCSR`.
@@ -353,11 +375,10 @@ def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
         r = ldexp_f32(np.float32(mag), sub_i32(_I32(0), up))
         r = (-r if neg != 0 else r) + np.float32(0)  # an exact zero is +0
         acc[j] = r
-        ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
-def _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
+def _finish_row_rz_fenv(acc, E, T, nb, frac, omb, wraps):
     """:func:`_finish_row_rz32` by the CPU's rounding toward zero (the caller has set
     MXCSR, :mod:`.fp_env`): converting x to float32 truncates it to 24 significant bits, and
     ``ldexp`` by ``2^(E - frac)`` truncates that onto the f32 grid 2^-149.  Truncations onto
@@ -378,7 +399,6 @@ def _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
         r = ldexp_f32(r, sub_i32(_I32(0), up))
         r = f32_from_bits(_I32(f32_bits(r) & mask)) + np.float32(0)
         acc[j] = r
-        ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
@@ -397,10 +417,12 @@ def _group_sum32(c, t, up, wraps):
 
 
 @njit(cache=True, inline="always")
-def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
-                 rnd, d_emin, thr, po):
-    """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) and
-    ``ec[:nb]`` (its exponents) updated in place.
+def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
+                 rnd, c_emin, thr, po):
+    """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) updated in
+    place.  ``c_emin`` is the smallest normal exponent of the accumulator's format as this
+    group reads it (:func:`_c_exponent`, computed here from ``acc``: keeping the exponents
+    in an array of their own cost more in stores and loads than it saved).
 
     Pass 1 runs in the exponent lanes of ``P``'s type (64 int8 or 32 int16 to a vector,
     :class:`ExponentLanes`; ``thr`` and ``po = off_a + off_b`` are theirs), pass 2 in
@@ -416,7 +438,7 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
     top = _I32(127 + frac - sh)
     for j in range(nb):  # e_max, and the float32 scale 2^(frac - e_max - sh), 0 when it underflows
         p = np.int16(P[j])
-        e = np.int16(max(ef, ec[j]))
+        e = np.int16(max(ef, np.int16(_c_exponent(acc[j], c_emin))))
         e = np.int16(max(e, np.int16(p + off))) if p >= th else e
         E[j] = e
         x = sub_i32(top, _I32(e))
@@ -430,19 +452,19 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
             T32[j] = t
     if rnd == ROUND_RZ:
         if HAS_MXCSR:  # the caller has set the CPU to round toward zero
-            _finish_row_rz_fenv(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
+            _finish_row_rz_fenv(acc, E, T32, nb, frac, omb, G == WRAPPING_GROUP)
         else:
-            _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
+            _finish_row_rz32(acc, E, T32, nb, frac, omb, G == WRAPPING_GROUP)
     else:
-        _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
+        _finish_row(acc, E, T32, nb, frac, omb, rnd)
 
 
 @njit(cache=True, inline="always")
-def _group_row64(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh, e_floor, omb, rnd, d_emin):
+def _group_row64(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh, e_floor, omb, rnd, c_emin):
     """Float64 lanes (any exponent range): one fused group for one row."""
     for h in range(g0, g0 + G, U):  # pass 1: e_max
         for j in range(nb):
-            e = max(np.int64(e_floor), np.int64(ec[j])) if h == g0 else np.int64(E[j])
+            e = max(np.int64(e_floor), np.int64(_c_exponent(acc[j], c_emin))) if h == g0 else np.int64(E[j])
             for k in range(U):
                 e = max(e, np.int64(ea[i, ko + h + k]) + np.int64(epan[h + k, j]))
             E[j] = e
@@ -455,23 +477,23 @@ def _group_row64(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac
             for k in range(U):
                 t += np.int64(av[i, ko + h + k] * (bpan[h + k, j] * s))
             T[j] = t
-    _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin)
+    _finish_row(acc, E, T, nb, frac, omb, rnd)
 
 
 # ---------------------------------------------------------------- the blocked GEMM
 
 
 @njit(cache=True, inline="always")
-def _rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, frac, sh, e_zero, omb,
-          rnd, d_emin, thr, po, G, U, wide):
+def _rows(tile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, frac, sh, e_zero, omb,
+          rnd, c_emin, thr, po, G, U, wide):
     """One group for ``mb`` rows of a tile."""
     for r in range(mb):
         if wide:
-            _group_row64(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
-                         sh, e_zero, omb, rnd, d_emin)
+            _group_row64(tile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
+                         sh, e_zero, omb, rnd, c_emin)
         else:
-            _group_row32(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, P, frac,
-                         sh, e_zero, omb, rnd, d_emin, thr, po)
+            _group_row32(tile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, P, frac,
+                         sh, e_zero, omb, rnd, c_emin, thr, po)
 
 
 # One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
@@ -481,43 +503,43 @@ def _rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S,
 # and where numba's pruning of reference counts fails (it did for the int8 lanes), an
 # atomic increment and decrement per array per row cost a quarter of the kernel's time.
 @njit(cache=True, _nrt=False)
-def _rows_g4_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 4, 4, False)
+def _rows_g4_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 4, 4, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g8_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 8, 8, False)
+def _rows_g8_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 8, 8, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g16_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 16, 16, False)
+def _rows_g16_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 16, 16, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g32_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 32, 16, False)
+def _rows_g32_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 32, 16, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g4_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 4, 4, True)
+def _rows_g4_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 4, 4, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g8_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 8, 8, True)
+def _rows_g8_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 8, 8, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g16_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 16, 16, True)
+def _rows_g16_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 16, 16, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g32_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
-    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 32, 16, True)
+def _rows_g32_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
+    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 32, 16, True)
 
 
 @njit(cache=True, inline="always")
@@ -543,8 +565,9 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
         for kb in range(0, kk, KB):
             kbs = min(KB, kk - kb)
             for k in prange(kbs):
+                brow = b[kb + k, jb:jb + nb]
                 for j in range(nb):
-                    v, e, _ = _decode_value(b[kb + k, jb + j], bp, neg_b)
+                    v, e, _ = _decode_value(brow[j], bp, neg_b)
                     bpan[k, j] = v
                     epan[k, j] = e - off_b if e != NEG_EXP else zero
             for ib in prange(nmb):
@@ -555,23 +578,23 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
                 S = _aligned_empty(NB, a_val.dtype)
                 T = _aligned_empty(NB, np.int64 if wide else np.int32)
                 tile = _aligned_empty(MB * NB, np.float32).reshape((MB, NB))
-                ectile = _aligned_empty(MB * NB, np.int32 if wide else np.int16).reshape((MB, NB))
                 saved = read_mxcsr()
                 write_mxcsr(_I32(MXCSR_TOWARD_ZERO if rnd == ROUND_RZ and not wide else MXCSR_NEAREST))
-                c_e = c_emin if kb == 0 else d_emin
                 for r in range(mb):
+                    orow = out[i0 + r, jb:jb + nb]
                     for j in range(nb):
-                        c = out[i0 + r, jb + j]
-                        tile[r, j] = c
-                        ectile[r, j] = _c_exponent(c, c_e)
+                        tile[r, j] = orow[j]
                 apan = a_val[kb // KB, ib]  # this block of A, packed by decode_packed
                 aepan = a_exp[kb // KB, ib]
                 for g0 in range(0, kbs, G):
-                    rows(tile, ectile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
-                         P, frac, sh, e_zero, omb, rnd, d_emin, thr, po)
+                    # C is read in its own format for the GEMM's first group only
+                    c_e = c_emin if kb == 0 and g0 == 0 else d_emin
+                    rows(tile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
+                         P, frac, sh, e_zero, omb, rnd, c_e, thr, po)
                 for r in range(mb):
+                    orow = out[i0 + r, jb:jb + nb]
                     for j in range(nb):
-                        out[i0 + r, jb + j] = tile[r, j]
+                        orow[j] = tile[r, j]
                 write_mxcsr(saved)
 
 
@@ -652,10 +675,14 @@ def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
 
 
 def _packed_empty(m, kk, KB, MB, G, dtype):
-    """An uninitialised array for :func:`decode_packed`, starting on a cache line
-    (:func:`_aligned_empty`)."""
+    """An uninitialised array for :func:`decode_packed`, starting on a cache line (as
+    :func:`_aligned_empty`, in numpy: a compiled function costs microseconds to call from
+    Python)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
-    return _aligned_empty(int(np.prod(shape)), np.dtype(dtype)).reshape(shape)
+    nbytes = np.dtype(dtype).itemsize * shape[0] * shape[1] * shape[2] * MB * G
+    buf = np.empty(nbytes + 64, np.uint8)
+    off = -buf.ctypes.data % 64
+    return buf[off:off + nbytes].view(dtype).reshape(shape)
 
 
 def _range(lo_hi) -> tuple[int, int]:
