@@ -336,25 +336,28 @@ def _exact_sum(c, t, e, frac):
 
 
 @njit(cache=True, inline="always")
-def _finish_row(acc, E, T, nb, frac, omb, rnd):
-    """acc = the group's exact sum rounded to the accumulator.  One loop per rounding mode,
-    so that each vectorises."""
+def _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin):
+    """acc = the group's exact sum rounded to the accumulator; ec = the exponents of the new
+    values, for the next group.  One loop per rounding mode, so that each vectorises."""
     if rnd == ROUND_RNE:
         for j in range(nb):
             r = _round_rne_f16(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), False)
             acc[j] = r
+            ec[j] = _c_exponent(r, d_emin)
     elif rnd == ROUND_RZ_F16:
         for j in range(nb):
             r = _round_rne_f16(np.float64(_round_rz_f32(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), omb)), True)
             acc[j] = r
+            ec[j] = _c_exponent(r, d_emin)
     else:
         for j in range(nb):
             r = _round_rz_f32(_exact_sum(acc[j], T[j], np.int64(E[j]), frac), omb)
             acc[j] = r
+            ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
-def _finish_row_rz32(acc, E, T, nb, frac, omb, wraps):
+def _finish_row_rz32(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
     """:func:`_finish_row` for the rounding toward zero to f32, in 16 int32/float32 lanes,
     for finite results (:func:`fused_gemm` takes this path only where no sum can overflow).
     The portable form, for CPUs without :data:`.fp_env.HAS_MXCSR`.
@@ -375,10 +378,11 @@ def _finish_row_rz32(acc, E, T, nb, frac, omb, wraps):
         r = ldexp_f32(np.float32(mag), sub_i32(_I32(0), up))
         r = (-r if neg != 0 else r) + np.float32(0)  # an exact zero is +0
         acc[j] = r
+        ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
-def _finish_row_rz_fenv(acc, E, T, nb, frac, omb, wraps):
+def _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
     """:func:`_finish_row_rz32` by the CPU's rounding toward zero (the caller has set
     MXCSR, :mod:`.fp_env`): converting x to float32 truncates it to 24 significant bits, and
     ``ldexp`` by ``2^(E - frac)`` truncates that onto the f32 grid 2^-149.  Truncations onto
@@ -399,6 +403,7 @@ def _finish_row_rz_fenv(acc, E, T, nb, frac, omb, wraps):
         r = ldexp_f32(r, sub_i32(_I32(0), up))
         r = f32_from_bits(_I32(f32_bits(r) & mask)) + np.float32(0)
         acc[j] = r
+        ec[j] = _c_exponent(r, d_emin)
 
 
 @njit(cache=True, inline="always")
@@ -417,12 +422,10 @@ def _group_sum32(c, t, up, wraps):
 
 
 @njit(cache=True, inline="always")
-def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
-                 rnd, c_emin, thr, po):
-    """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) updated in
-    place.  ``c_emin`` is the smallest normal exponent of the accumulator's format as this
-    group reads it (:func:`_c_exponent`, computed here from ``acc``: keeping the exponents
-    in an array of their own cost more in stores and loads than it saved).
+def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
+                 rnd, d_emin, thr, po):
+    """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) and
+    ``ec[:nb]`` (its exponents) updated in place.
 
     Pass 1 runs in the exponent lanes of ``P``'s type (64 int8 or 32 int16 to a vector,
     :class:`ExponentLanes`; ``thr`` and ``po = off_a + off_b`` are theirs), pass 2 in
@@ -438,7 +441,7 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
     top = _I32(127 + frac - sh)
     for j in range(nb):  # e_max, and the float32 scale 2^(frac - e_max - sh), 0 when it underflows
         p = np.int16(P[j])
-        e = np.int16(max(ef, np.int16(_c_exponent(acc[j], c_emin))))
+        e = np.int16(max(ef, ec[j]))
         e = np.int16(max(e, np.int16(p + off))) if p >= th else e
         E[j] = e
         x = sub_i32(top, _I32(e))
@@ -452,19 +455,19 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
             T32[j] = t
     if rnd == ROUND_RZ:
         if HAS_MXCSR:  # the caller has set the CPU to round toward zero
-            _finish_row_rz_fenv(acc, E, T32, nb, frac, omb, G == WRAPPING_GROUP)
+            _finish_row_rz_fenv(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
         else:
-            _finish_row_rz32(acc, E, T32, nb, frac, omb, G == WRAPPING_GROUP)
+            _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
     else:
-        _finish_row(acc, E, T32, nb, frac, omb, rnd)
+        _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
 
 
 @njit(cache=True, inline="always")
-def _group_row64(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh, e_floor, omb, rnd, c_emin):
+def _group_row64(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh, e_floor, omb, rnd, d_emin):
     """Float64 lanes (any exponent range): one fused group for one row."""
     for h in range(g0, g0 + G, U):  # pass 1: e_max
         for j in range(nb):
-            e = max(np.int64(e_floor), np.int64(_c_exponent(acc[j], c_emin))) if h == g0 else np.int64(E[j])
+            e = max(np.int64(e_floor), np.int64(ec[j])) if h == g0 else np.int64(E[j])
             for k in range(U):
                 e = max(e, np.int64(ea[i, ko + h + k]) + np.int64(epan[h + k, j]))
             E[j] = e
@@ -477,23 +480,23 @@ def _group_row64(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh
             for k in range(U):
                 t += np.int64(av[i, ko + h + k] * (bpan[h + k, j] * s))
             T[j] = t
-    _finish_row(acc, E, T, nb, frac, omb, rnd)
+    _finish_row(acc, ec, E, T, nb, frac, omb, rnd, d_emin)
 
 
 # ---------------------------------------------------------------- the blocked GEMM
 
 
 @njit(cache=True, inline="always")
-def _rows(tile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, frac, sh, e_zero, omb,
-          rnd, c_emin, thr, po, G, U, wide):
+def _rows(tile, ectile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, frac, sh, e_zero, omb,
+          rnd, d_emin, thr, po, G, U, wide):
     """One group for ``mb`` rows of a tile."""
     for r in range(mb):
         if wide:
-            _group_row64(tile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
-                         sh, e_zero, omb, rnd, c_emin)
+            _group_row64(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
+                         sh, e_zero, omb, rnd, d_emin)
         else:
-            _group_row32(tile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, P, frac,
-                         sh, e_zero, omb, rnd, c_emin, thr, po)
+            _group_row32(tile[r], ectile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, P, frac,
+                         sh, e_zero, omb, rnd, d_emin, thr, po)
 
 
 # One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
@@ -503,43 +506,43 @@ def _rows(tile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, f
 # and where numba's pruning of reference counts fails (it did for the int8 lanes), an
 # atomic increment and decrement per array per row cost a quarter of the kernel's time.
 @njit(cache=True, _nrt=False)
-def _rows_g4_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 4, 4, False)
+def _rows_g4_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 4, 4, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g8_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 8, 8, False)
+def _rows_g8_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 8, 8, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g16_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 16, 16, False)
+def _rows_g16_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 16, 16, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g32_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 32, 16, False)
+def _rows_g32_32(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 32, 16, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g4_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 4, 4, True)
+def _rows_g4_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 4, 4, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g8_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 8, 8, True)
+def _rows_g8_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 8, 8, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g16_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 16, 16, True)
+def _rows_g16_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 16, 16, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g32_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, ce, th, po, 32, 16, True)
+def _rows_g32_64(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po):
+    _rows(t, ec, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, de, th, po, 32, 16, True)
 
 
 @njit(cache=True, inline="always")
@@ -578,19 +581,21 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
                 S = _aligned_empty(NB, a_val.dtype)
                 T = _aligned_empty(NB, np.int64 if wide else np.int32)
                 tile = _aligned_empty(MB * NB, np.float32).reshape((MB, NB))
+                ectile = _aligned_empty(MB * NB, np.int32 if wide else np.int16).reshape((MB, NB))
                 saved = read_mxcsr()
                 write_mxcsr(_I32(MXCSR_TOWARD_ZERO if rnd == ROUND_RZ and not wide else MXCSR_NEAREST))
+                c_e = c_emin if kb == 0 else d_emin
                 for r in range(mb):
                     orow = out[i0 + r, jb:jb + nb]
                     for j in range(nb):
-                        tile[r, j] = orow[j]
+                        c = orow[j]
+                        tile[r, j] = c
+                        ectile[r, j] = _c_exponent(c, c_e)
                 apan = a_val[kb // KB, ib]  # this block of A, packed by decode_packed
                 aepan = a_exp[kb // KB, ib]
                 for g0 in range(0, kbs, G):
-                    # C is read in its own format for the GEMM's first group only
-                    c_e = c_emin if kb == 0 and g0 == 0 else d_emin
-                    rows(tile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
-                         P, frac, sh, e_zero, omb, rnd, c_e, thr, po)
+                    rows(tile, ectile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
+                         P, frac, sh, e_zero, omb, rnd, d_emin, thr, po)
                 for r in range(mb):
                     orow = out[i0 + r, jb:jb + nb]
                     for j in range(nb):
