@@ -54,6 +54,7 @@ instead.  That halved the A decode and the tile copies at 256^3.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -138,7 +139,9 @@ def _scan_element(x, p, like):
 @njit(cache=True, inline="always")
 def _scanned(lo, hi, bias):
     """``(lowest, highest)`` exponent from the biased ones of :func:`_scan_element`."""
-    return (np.int64(lo) - bias if lo != 255 else np.int64(_NO_LOW)), (np.int64(hi) - bias if hi != 0 else np.int64(NEG_EXP))
+    lowest = np.int64(lo) - bias if lo != 255 else np.int64(_NO_LOW)
+    highest = np.int64(hi) - bias if hi != 0 else np.int64(NEG_EXP)
+    return lowest, highest
 
 
 @njit(parallel=True, cache=True)
@@ -684,7 +687,7 @@ def _packed_empty(m, kk, KB, MB, G, dtype):
     :func:`_aligned_empty`, in numpy: a compiled function costs microseconds to call from
     Python)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
-    nbytes = np.dtype(dtype).itemsize * shape[0] * shape[1] * shape[2] * MB * G
+    nbytes = np.dtype(dtype).itemsize * math.prod(shape)
     buf = np.empty(nbytes + 64, np.uint8)
     off = -buf.ctypes.data % 64
     return buf[off:off + nbytes].view(dtype).reshape(shape)
