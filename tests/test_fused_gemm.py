@@ -391,6 +391,47 @@ def test_packed_a_starts_on_a_cache_line(m, kk, dtype):
     assert x.sum() == x.size
 
 
+def _scan_reference(bits, fmt):
+    """Per row, from the values (numpy's frexp, not the kernel's fields): the lowest and
+    highest exponent of the non-zero finite elements (subnormals at the smallest normal
+    exponent) and whether the row holds an inf or NaN."""
+    from fastmma.kernels.fused_gemm import _NO_LOW
+
+    f = get_format(fmt)
+    if fmt == "tf32":  # the low 13 bits are not part of a tf32 value
+        bits = bits & np.uint32(0xFFFFE000)
+    with np.errstate(invalid="ignore"):
+        v = bits.view(np.float32 if fmt == "tf32" else f.value_dtype).astype(np.float64)
+    live = np.isfinite(v) & (v != 0)
+    e = np.maximum(np.frexp(np.where(live, v, 1.0))[1] - 1, f.min_exponent)
+    lo = np.where(live, e, _NO_LOW).min(axis=1)
+    hi = np.where(live, e, NEG_EXP).max(axis=1)
+    return np.stack([lo, hi], axis=1), (~np.isfinite(v)).any(axis=1)
+
+
+@pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2", "f32"])
+@pytest.mark.parametrize("shape", [(37, 29), (1, 300), (300, 1), (64, 256)])
+def test_scans_equal_exponents_read_from_the_values(fmt, shape):
+    """scan_rows and scan_columns against :func:`_scan_reference`, on any bit patterns
+    (NaNs, infinities, subnormals), with zeros sprinkled in and one all-zero row and
+    column."""
+    from fastmma.kernels.fused_gemm import scan_columns, scan_rows
+
+    rng = np.random.default_rng(sum(shape))
+    f = get_format(fmt)
+    bits = rng.integers(0, 1 << f.bits, shape, dtype=np.uint64).astype(f.storage)
+    bits[rng.random(shape) < 0.3] = 0
+    bits[rng.random(shape) < 0.2] &= np.dtype(f.storage).type((1 << (f.bits // 2)) - 1)  # subnormals
+    bits[shape[0] // 2, :] = 0
+    bits[:, shape[1] // 2] = 0
+    p = format_params(fmt)
+    for scan, rows_of in ((scan_rows, bits), (scan_columns, bits.T)):
+        lo_hi, special = scan(bits, p)
+        want_lo_hi, want_special = _scan_reference(np.ascontiguousarray(rows_of), fmt)
+        assert np.array_equal(lo_hi, want_lo_hi), (scan.__name__, fmt)
+        assert np.array_equal(special, want_special), (scan.__name__, fmt)
+
+
 @pytest.mark.parametrize("rows", [1, 3, 13, 64])
 def test_scan_columns_merges_its_row_chunks(rows):
     """Column minima/maxima and special flags, scanned in row chunks: equal to scanning the

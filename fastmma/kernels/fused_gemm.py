@@ -120,27 +120,30 @@ _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite 
 
 @njit(cache=True, inline="always")
 def _scan_element(x, p, like):
-    """``(hi, lo, special)`` of one element for the scans, in uint8 lanes: its biased
-    exponent as the rule counts it (subnormals at 1) for both, or 0 and 255 for a zero or a
-    special, so that neither wins a maximum or a minimum.  Masks and shifts are converted
-    to the element type of ``like`` (the bits array) first, so that the loop runs in lanes
-    of that width, not in int64."""
+    """``(hi, lo, special)`` of one element for the scans, in the lanes of its own width
+    (uint16 for f16): its exponent field in place (not shifted down), raised to the
+    smallest normal exponent's field for a subnormal, for both; or 0 and all ones for a zero
+    or a special, so that neither wins a maximum or a minimum.  Every mask and every result
+    of ``&`` is converted to the element type of ``like`` (the bits array), and nothing is
+    shifted by the run-time field position: numba computes integers in int64, and a
+    variable shift would keep the loop in 8 int64 lanes instead of 32 uint16 ones."""
     ebits, mbits, ieee, low = p[0], p[1], p[3], p[4]
-    emask = (np.int64(1) << ebits) - 1
-    special_bits = ((emask << mbits) | (0 if ieee else (np.int64(1) << mbits) - 1)) << low
-    key = as_element_of(special_bits, like)
-    special = (x & key) == key
-    ex = np.uint8((x >> as_element_of(low + mbits, like)) & as_element_of(emask, like))
-    e = max(ex, np.uint8(1))
-    dead = special | ((x & as_element_of(((np.int64(1) << (ebits + mbits)) - 1) << low, like)) == 0)
-    return (np.uint8(0) if dead else e), (np.uint8(255) if dead else e), np.uint8(special)
+    man = ((np.int64(1) << mbits) - 1) << low
+    exp = ((np.int64(1) << ebits) - 1) << (low + mbits)
+    key = as_element_of(exp | (0 if ieee else man), like)
+    special = as_element_of(x & key, like) == key
+    dead = special | (as_element_of(x & as_element_of(exp | man, like), like) == as_element_of(0, like))
+    e = max(as_element_of(x & as_element_of(exp, like), like), as_element_of(np.int64(1) << (low + mbits), like))
+    zero, ones = as_element_of(0, like), as_element_of(-1, like)
+    return (zero if dead else e), (ones if dead else e), (as_element_of(1, like) if special else zero)
 
 
 @njit(cache=True, inline="always")
-def _scanned(lo, hi, bias):
-    """``(lowest, highest)`` exponent from the biased ones of :func:`_scan_element`."""
-    lowest = np.int64(lo) - bias if lo != 255 else np.int64(_NO_LOW)
-    highest = np.int64(hi) - bias if hi != 0 else np.int64(NEG_EXP)
+def _scanned(lo, hi, p, like):
+    """``(lowest, highest)`` exponent from the in-place fields of :func:`_scan_element`."""
+    shift, bias = p[4] + p[1], p[2]
+    lowest = (np.int64(lo) >> shift) - bias if lo != as_element_of(-1, like) else np.int64(_NO_LOW)
+    highest = (np.int64(hi) >> shift) - bias if hi != as_element_of(0, like) else np.int64(NEG_EXP)
     return lowest, highest
 
 
@@ -153,13 +156,13 @@ def scan_rows(bits, p):
     special = np.zeros(rows, np.bool_)
     for r in prange(rows):
         row = bits[r]
-        lo, hi, sp = np.uint8(255), np.uint8(0), np.uint8(0)
+        lo, hi, sp = as_element_of(-1, bits), as_element_of(0, bits), as_element_of(0, bits)
         for c in range(cols):
             h, l, s = _scan_element(row[c], p, bits)
-            sp |= s
+            sp = max(sp, s)
             lo = min(lo, l)
             hi = max(hi, h)
-        lo_hi[r, 0], lo_hi[r, 1] = _scanned(lo, hi, p[2])
+        lo_hi[r, 0], lo_hi[r, 1] = _scanned(lo, hi, p, bits)
         special[r] = sp != 0
     return lo_hi, special
 
@@ -175,28 +178,31 @@ def scan_columns(bits, p):
     rows instead, one long stride per row, measured up to 8x slower for 4-byte elements.)"""
     rows, cols = bits.shape
     nch = min(rows, _SCAN_CHUNKS)
-    lo = np.full((nch, cols), np.uint8(255))
-    hi = np.zeros((nch, cols), np.uint8)
-    sp = np.zeros((nch, cols), np.uint8)
+    lo = np.full((nch, cols), as_element_of(-1, bits))
+    hi = np.zeros((nch, cols), bits.dtype)
+    sp = np.zeros((nch, cols), bits.dtype)
     for ch in prange(nch):
         lo_c, hi_c, sp_c = lo[ch], hi[ch], sp[ch]
         for r in range(ch * rows // nch, (ch + 1) * rows // nch):
             row = bits[r]
             for c in range(cols):
                 h, l, s = _scan_element(row[c], p, bits)
-                sp_c[c] |= s
+                sp_c[c] = max(sp_c[c], s)
                 lo_c[c] = min(lo_c[c], l)
                 hi_c[c] = max(hi_c[c], h)
+    lo_0, hi_0, sp_0 = lo[0], hi[0], sp[0]
+    # merged chunk by chunk into the first, serially: a parallel merge cost more to start than it saved
+    for ch in range(1, nch):
+        lo_c, hi_c, sp_c = lo[ch], hi[ch], sp[ch]
+        for c in range(cols):
+            lo_0[c] = min(lo_0[c], lo_c[c])
+            hi_0[c] = max(hi_0[c], hi_c[c])
+            sp_0[c] = max(sp_0[c], sp_c[c])
     lo_hi = np.empty((cols, 2), np.int64)
     special = np.zeros(cols, np.bool_)
-    for c in range(cols):  # serial: a parallel merge cost more to start than it saved
-        l, h, f = np.uint8(255), np.uint8(0), np.uint8(0)
-        for ch in range(nch):
-            l = min(l, lo[ch, c])
-            h = max(h, hi[ch, c])
-            f |= sp[ch, c]
-        lo_hi[c, 0], lo_hi[c, 1] = _scanned(l, h, p[2])
-        special[c] = f != 0
+    for c in range(cols):
+        lo_hi[c, 0], lo_hi[c, 1] = _scanned(lo_0[c], hi_0[c], p, bits)
+        special[c] = sp_0[c] != 0
     return lo_hi, special
 
 
