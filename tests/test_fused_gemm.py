@@ -357,6 +357,41 @@ def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
     assert prescale(0, 51, 0, 50, 10, 10, 25, -21) is None
 
 
+def test_prescale_keeps_a_itself_finite_and_exact_in_float32():
+    """A is stored times 2^sh in float32: an A near 2^120 times a B near 2^-125 has
+    products near 2^-4, but A times the smallest scale allowed (2^31) would overflow, so the
+    data takes the float64 lanes; one binade lower it fits."""
+    assert prescale(120, 120, -125, -125, 7, 7, 25, -133) is None
+    assert prescale(96, 96, -125, -125, 7, 7, 25, -133) == 31
+    assert prescale(97, 97, -125, -125, 7, 7, 25, -133) is None
+    # the smallest A must keep its last bit: 2^(a_lo - man_a + sh) >= 2^-149
+    assert prescale(-133, -133, 20, 20, 7, 7, 25, 100) == -149 + 133 + 7
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[2], INSTRUCTIONS[3]])
+@pytest.mark.parametrize("a_exp,b_exp", [(120, -125), (-125, 120), (96, -100)])
+def test_an_a_far_above_one_times_a_b_far_below(text, a_exp, b_exp):
+    """Products near 1 from operands near the ends of the bf16/tf32 range, through
+    ``fastmma.matmul`` at a size that takes the fast kernel: the same bits as the reference
+    kernel (an A times 2^sh that overflowed float32 once gave wrong sums here)."""
+    import ml_dtypes
+
+    import fastmma
+
+    inst = parse(text)
+    rng = np.random.default_rng(abs(a_exp - b_exp))
+    dtype = ml_dtypes.bfloat16 if inst.atype == "bf16" else np.float32
+    n = 64
+    A = (rng.uniform(-2, 2, (n, n)) * 2.0**a_exp).astype(dtype)
+    B = (rng.uniform(-2, 2, (n, n)) * 2.0**b_exp).astype(dtype)
+    got = fastmma.matmul(A, B, instruction=text)
+    a = np.ascontiguousarray(A).view(get_format(inst.atype).storage)
+    b = np.ascontiguousarray(B).view(get_format(inst.btype).storage)
+    c = np.zeros((n, n), get_format(inst.ctype).storage)
+    ref = reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype, use_c=False)
+    assert np.array_equal(np.asarray(got).view(ref.dtype), ref)
+
+
 @pytest.mark.parametrize("n", [1, 7, 64, 1000])
 @pytest.mark.parametrize("dtype", [np.int16, np.int32, np.float32, np.float64])
 def test_scratch_arrays_start_on_a_cache_line(n, dtype):

@@ -242,14 +242,17 @@ def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | 
     every true term below 1.  Also, no product may reach ``2^(127 - frac_bits)``: then no
     finite accumulator can overflow (at 2^127 it truncates every term away, and below it
     the terms cannot carry it past 2^128), so the float32 lanes never meet an infinity.
+    A itself is stored times ``2^sh`` in float32 (:func:`decode_packed`), so each of its
+    values must stay finite (``a_hi + sh <= 127``) and keep its last bit (``a_lo + sh -
+    man_a >= -149``): the products' bounds alone allow an A far above 1 times a B far below.
     """
     if a_lo > a_hi or b_lo > b_hi:  # an all-zero operand: any scale works
         return max(0, frac_bits - e_floor - 127)
     lo, hi = a_lo + b_lo, a_hi + b_hi
     if hi + 2 > 127 - frac_bits:
         return None
-    sh_min = max(-149 - lo + a_man + b_man, frac_bits - e_floor - 127)
-    sh_max = 125 - hi
+    sh_min = max(-149 - lo + a_man + b_man, frac_bits - e_floor - 127, -149 - a_lo + a_man)
+    sh_max = min(125 - hi, 127 - a_hi)
     return sh_min if sh_min <= sh_max else None
 
 
