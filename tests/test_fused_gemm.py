@@ -392,6 +392,44 @@ def test_an_a_far_above_one_times_a_b_far_below(text, a_exp, b_exp):
     assert np.array_equal(np.asarray(got).view(ref.dtype), ref)
 
 
+_EXPONENT_SPANS = {"f16": (-24, 15), "bf16": (-133, 127), "tf32": (-136, 127), "f32": (-149, 127),
+                   "e4m3": (-9, 8), "e5m2": (-16, 15)}
+
+
+def _skewed_bits(rng, fmt, shape):
+    """Values of ``fmt`` whose exponents lie in a window of up to 40 binades placed anywhere
+    in the format's range, independently for each operand; some zeros, now and then one
+    arbitrary bit pattern (an inf, a NaN)."""
+    f = get_format(fmt)
+    lowest, highest = _EXPONENT_SPANS[fmt]
+    top = int(rng.integers(lowest, highest + 1))
+    e = rng.integers(top - int(rng.integers(0, 40)), top + 1, shape).clip(lowest, highest)
+    v = rng.uniform(-2, 2, shape) * 2.0**e
+    v[rng.random(shape) < rng.choice([0.0, 0.1, 0.5])] = 0
+    with np.errstate(over="ignore"):
+        bits = np.ascontiguousarray(v.astype(np.float32 if fmt == "tf32" else f.value_dtype)).view(f.storage).copy()
+    if rng.random() < 0.1:
+        bits[tuple(rng.integers(0, n) for n in shape)] = rng.integers(0, 1 << f.bits)
+    return bits
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_operands_of_unrelated_ranges_equal_the_reference(seed):
+    """A, B and C each from its own window of exponents anywhere in its format (an A near
+    the top of bf16 with a B near the bottom, a C far above or below the products), every
+    float instruction, ragged shapes: 400 cases per seed, each the reference's bits."""
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        text = INSTRUCTIONS[int(rng.integers(0, len(INSTRUCTIONS)))]
+        inst = parse(text)
+        m, k, n = int(rng.integers(1, 40)), inst.rule.group * int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        a = _skewed_bits(rng, inst.atype, (m, k))
+        b = _skewed_bits(rng, inst.btype, (k, n))
+        c = _skewed_bits(rng, inst.ctype, (m, n))
+        got, ref = run(text, a, b, c, use_c=bool(rng.random() < 0.7))
+        assert np.array_equal(got, ref), (text, m, k, n)
+
+
 @pytest.mark.parametrize("n", [1, 7, 64, 1000])
 @pytest.mark.parametrize("dtype", [np.int16, np.int32, np.float32, np.float64])
 def test_scratch_arrays_start_on_a_cache_line(n, dtype):
