@@ -366,6 +366,12 @@ def test_prescale_keeps_a_itself_finite_and_exact_in_float32():
     assert prescale(97, 97, -125, -125, 7, 7, 25, -133) is None
     # the smallest A must keep its last bit: 2^(a_lo - man_a + sh) >= 2^-149
     assert prescale(-133, -133, 20, 20, 7, 7, 25, 100) == -149 + 133 + 7
+    # a B of zeros makes every product zero, but A is stored all the same
+    from fastmma.kernels.fused_gemm import _NO_LOW
+
+    assert prescale(96, 96, _NO_LOW, NEG_EXP, 7, 7, 25, -133) == 31
+    assert prescale(97, 97, _NO_LOW, NEG_EXP, 7, 7, 25, -133) is None
+    assert prescale(_NO_LOW, NEG_EXP, 97, 97, 7, 7, 25, -133) == 31  # B is not scaled
 
 
 @pytest.mark.parametrize("text", [INSTRUCTIONS[2], INSTRUCTIONS[3]])
