@@ -398,16 +398,13 @@ def test_an_a_far_above_one_times_a_b_far_below(text, a_exp, b_exp):
     assert np.array_equal(np.asarray(got).view(ref.dtype), ref)
 
 
-_EXPONENT_SPANS = {"f16": (-24, 15), "bf16": (-133, 127), "tf32": (-136, 127), "f32": (-149, 127),
-                   "e4m3": (-9, 8), "e5m2": (-16, 15)}
-
-
 def _skewed_bits(rng, fmt, shape):
     """Values of ``fmt`` whose exponents lie in a window of up to 40 binades placed anywhere
-    in the format's range, independently for each operand; some zeros, now and then one
-    arbitrary bit pattern (an inf, a NaN)."""
+    in the format's range (smallest subnormal to largest finite binade), independently for
+    each operand; some zeros, now and then one arbitrary bit pattern (an inf, a NaN)."""
     f = get_format(fmt)
-    lowest, highest = _EXPONENT_SPANS[fmt]
+    lowest = f.min_exponent - f.man_bits
+    highest = (1 << f.exp_bits) - 1 - f.bias - int(f.ieee_specials)  # e4m3 keeps its top exponent
     top = int(rng.integers(lowest, highest + 1))
     e = rng.integers(top - int(rng.integers(0, 40)), top + 1, shape).clip(lowest, highest)
     v = rng.uniform(-2, 2, shape) * 2.0**e

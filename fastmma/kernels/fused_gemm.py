@@ -246,17 +246,17 @@ def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | 
     values must stay finite (``a_hi + sh <= 127``) and keep its last bit (``a_lo + sh -
     man_a >= -149``): the products' bounds alone allow an A far above 1 times a B far below.
     """
+    sh_min, sh_max = frac_bits - e_floor - 127, math.inf
+    if a_lo <= a_hi:  # A's own values
+        sh_min, sh_max = max(sh_min, -149 - a_lo + a_man), 127 - a_hi
     if a_lo > a_hi or b_lo > b_hi:  # an all-zero operand: every product is zero
-        sh = max(0, frac_bits - e_floor - 127)
-        if a_lo > a_hi:
-            return sh
-        sh = max(sh, -149 - a_lo + a_man)  # but A's own values are still stored times 2^sh
-        return sh if sh <= 127 - a_hi else None
-    lo, hi = a_lo + b_lo, a_hi + b_hi
-    if hi + 2 > 127 - frac_bits:
-        return None
-    sh_min = max(-149 - lo + a_man + b_man, frac_bits - e_floor - 127, -149 - a_lo + a_man)
-    sh_max = min(125 - hi, 127 - a_hi)
+        sh_min = max(0, sh_min)
+    else:
+        lo, hi = a_lo + b_lo, a_hi + b_hi
+        if hi + 2 > 127 - frac_bits:
+            return None
+        sh_min = max(sh_min, -149 - lo + a_man + b_man)
+        sh_max = min(sh_max, 125 - hi)
     return sh_min if sh_min <= sh_max else None
 
 
