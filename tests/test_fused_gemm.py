@@ -7,6 +7,7 @@ the same rule another way (float32 or float64 lanes, int32/int64 sums, blocked).
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from numba import njit, prange
@@ -15,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
-from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
+from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _finish_row_rz32,
                                       _finish_row_rz_fenv, exponent_lanes, fused_gemm, prescale)
 
@@ -350,6 +351,37 @@ def test_gemm_leaves_every_threads_rounding_mode_as_it_found_it():
     assert np.float32(1) + np.float32(1.5 * 2.0**-24) == np.float32(1 + 2.0**-23)  # numpy rounds to nearest
 
 
+@pytest.mark.skipif(not HAS_MXCSR, reason="x86 only")
+@pytest.mark.parametrize("subnormal", ["a", "b"])
+def test_a_callers_flush_to_zero_does_not_flush_subnormal_operands(subnormal):
+    """A calling thread may have set flush-to-zero and denormals-are-zero (a library built
+    with fast-math does): bf16 subnormals still count, on the float32 lanes, where B's are
+    float32 subnormals and A's are scaled up to normal numbers."""
+    @njit
+    def set_mxcsr(x):
+        write_mxcsr(np.int32(x))
+
+    rng = np.random.default_rng(5)
+    small = np.float32(2.0**-130)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 128)).astype(np.float32)
+    if subnormal == "a":
+        a *= small
+    else:
+        b *= small
+    a, b = (x.astype(ml_dtypes.bfloat16).view(np.uint16) for x in (a, b))
+    text = INSTRUCTIONS[2]  # bf16 -> f32
+    c = np.zeros((128, 128), np.uint32)
+    set_mxcsr(MXCSR_NEAREST | 0x8040)  # flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+    try:
+        got = run(text, a, b, c, use_c=False, wide=False)[0]
+    finally:
+        set_mxcsr(MXCSR_NEAREST)
+    ref = run(text, a, b, c, use_c=False, wide=False)[1]
+    assert np.count_nonzero(ref) > 128 * 100
+    assert np.array_equal(got, ref)
+
+
 def test_prescale_keeps_products_below_where_an_accumulator_could_overflow():
     """Products at 2^(127 - frac_bits) or above could carry a finite accumulator past 2^128:
     such data takes the float64 lanes, whatever the zero exponent allows."""
@@ -506,6 +538,49 @@ def test_scans_equal_exponents_read_from_the_values(fmt, shape):
         want_lo_hi, want_special = _scan_reference(np.ascontiguousarray(rows_of), fmt)
         assert np.array_equal(lo_hi, want_lo_hi), (scan.__name__, fmt)
         assert np.array_equal(special, want_special), (scan.__name__, fmt)
+
+
+def _every_pattern(fmt):
+    """Every bit pattern of an 8- or 16-bit format; for tf32, every pattern of its 19 bits
+    with the 13 ignored low bits all zeros and all ones."""
+    if fmt != "tf32":
+        f = get_format(fmt)
+        return np.arange(1 << f.bits, dtype=np.uint64).astype(f.storage)
+    top = np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)
+    return np.concatenate([top, top | np.uint32(0x1FFF)])
+
+
+@pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2"])
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("sh, neg", [(0, 0), (7, 1), (-30, 0)])
+def test_decode_packed_gives_every_patterns_value_and_exponent(fmt, wide, sh, neg):
+    """A decoded by decode_packed, in float32 (times 2^sh) and float64 lanes, against values
+    from ml_dtypes/numpy and exponents from frexp: every pattern (NaNs, infinities,
+    subnormals, both zeros).  Zeros and specials read +0 with the exponent ``zero``; the
+    float32 lanes are checked where the scaled value is a float32 (prescale's promise)."""
+    from fastmma.kernels.fused_gemm import _packed_empty, decode_packed
+
+    f = get_format(fmt)
+    flat = _every_pattern(fmt)
+    bits = flat.reshape(-1, 16)
+    sh = 0 if wide else sh
+    vals = _packed_empty(len(bits), 16, 16, 64, 16, np.float64 if wide else np.float32)
+    exps = _packed_empty(len(bits), 16, 16, 64, 16, np.int32)
+    decode_packed(bits, format_params(fmt), neg, sh, -999, 5, vals, exps)
+    got_v = vals.reshape(-1)[:flat.size].astype(np.float64)
+    got_e = exps.reshape(-1)[:flat.size]
+    with np.errstate(invalid="ignore"):
+        v = (flat & np.uint32(0xFFFFE000)).view(np.float32) if fmt == "tf32" else flat.view(f.value_dtype)
+        v = v.astype(np.float64) * (-1.0 if neg else 1.0)
+    live = np.isfinite(v) & (v != 0)
+    want_e = np.maximum(np.frexp(np.where(live, v, 1.0))[1] - 1, f.min_exponent) - 5
+    assert np.array_equal(got_e, np.where(live, want_e, -999))
+    want_v = np.where(live, v * 2.0**sh, 0.0)
+    with np.errstate(over="ignore"):
+        exact = want_v.astype(np.float32).astype(np.float64) == want_v
+    assert exact.mean() > 0.6
+    assert np.array_equal(got_v[exact], want_v[exact])
+    assert not np.signbit(got_v[~live]).any()
 
 
 @pytest.mark.parametrize("rows", [1, 3, 13, 64])

@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit
 
-from fastmma.kernels.vector_ops import as_element_of, clz_u32, ldexp_f32, sub_i32
+from fastmma.kernels.vector_ops import as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 
 @njit
@@ -24,6 +24,18 @@ def _as_element_of(x, like):
 @njit
 def _ldexp(x, e):
     return ldexp_f32(np.float32(x), np.int32(e))
+
+
+@njit
+def _shifts(x, n):
+    return shl_i32(np.int32(x), np.int32(n)), lshr_i32(np.int32(x), np.int32(n))
+
+
+def test_shifts_stay_in_32_bits():
+    assert _shifts(0x12345678, 4) == (0x23456780, 0x01234567)
+    assert _shifts(-1, 4) == (-16, 0x0FFFFFFF)  # logical: zeros come in at the top
+    assert _shifts(-2**31, 31) == (0, 1)
+    assert _shifts(3, 31) == (-2**31, 0)  # the bit shifted out of 32 is lost, not kept in int64
 
 
 def test_sub_i32_wraps_in_32_bits():

@@ -27,7 +27,11 @@ int16 (32 lanes), products and scales in float32 (16 lanes) and sums each group 
 so that every product and scale is a normal float32 (``sh`` is chosen from the exponent
 range of the data, :func:`prescale`); this always exists for f16 and fp8 inputs, and for
 bf16/tf32 unless the data spans more binades than float32 holds.  The float64 path (8
-lanes) handles every range.
+lanes) handles every range.  Each path decodes its operands in its own lanes: the float32
+path from bits moved to the top of an int32 (:func:`_decode_f32`, 16 lanes, no run-time
+shift wider than 32 bits), the float64 path in int64 (:func:`_decode_value`).  Decoding sets
+the thread's MXCSR to its defaults, as the rows do: a caller's flush-to-zero would
+otherwise turn bf16/tf32 subnormals to zeros in the float32 lanes.
 
 Infinities and NaNs in A, B or C are not handled by the fast paths: the rows, columns and
 elements they touch are recomputed with the reference kernel afterwards.  An accumulator
@@ -63,7 +67,7 @@ from numba import njit, prange
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from .vector_ops import as_element_of, clz_u32, ldexp_f32, sub_i32
+from .vector_ops import as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
@@ -115,6 +119,41 @@ def _decode_value(x, p, neg):
 
 
 _I32 = np.int32
+
+
+@njit(cache=True, inline="always")
+def f32_decoder(p, width, k, neg):
+    """The constants of :func:`_decode_f32` for elements of format ``p`` held in ``width``-bit
+    integers, their values scaled by ``2^k`` and negated if ``neg``: every field's mask
+    placed for an element moved to the top of 32 bits, and the shifts from there."""
+    ebits, mbits, bias, ieee, low = p[0], p[1], p[2], p[3], p[4]
+    up = 32 - width
+    exp = ((np.int64(1) << ebits) - 1) << (low + mbits + up)
+    man = ((np.int64(1) << mbits) - 1) << (low + up)
+    return (_I32(up), _I32(exp | man), _I32(exp), _I32(exp | (0 if ieee else man)), _I32(8 - ebits),
+            _I32(31 - ebits), _I32(bias), _I32(127 - bias + k), _I32(np.int64(neg) << 31))
+
+
+@njit(cache=True, inline="always")
+def _decode_f32(x, q):
+    """``(value as float32, exponent, dead)`` of one element, as :func:`_decode_value` gives
+    them, in 16 int32/float32 lanes, for formats whose values a float32 holds: the
+    element at the top of 32 bits (``q = f32_decoder(...)``) has its exponent field at
+    bit 30, like a float32's; shifted down by ``8 - exp_bits`` its exponent and fraction
+    fields are a float32's, whose value is the element's times ``2^(bias - 127)`` (a
+    subnormal too: both formats' subnormals count in units of their last fraction bit), and
+    ``ldexp`` puts back ``2^(127 - bias)`` with the scale.  Zeros and specials (``dead``)
+    get the value +0 and the exponent ``NEG_EXP``."""
+    up, mag_mask, exp_mask, key, align, exp_shift, bias, k, neg = q
+    x32 = shl_i32(_I32(x), up)
+    mag = _I32(x32 & mag_mask)
+    dead = (_I32(x32 & key) == key) | (mag == _I32(0))
+    e = sub_i32(max(lshr_i32(_I32(x32 & exp_mask), exp_shift), _I32(1)), bias)
+    sign = _I32(_I32(x32 & _I32(-2**31)) ^ neg)
+    val = ldexp_f32(f32_from_bits(_I32(lshr_i32(mag, align) | sign)), k)
+    return (np.float32(0) if dead else val), (_I32(NEG_EXP) if dead else e), dead
+
+
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
 
 
@@ -206,10 +245,27 @@ def scan_columns(bits, p):
     return lo_hi, special
 
 
+@njit(cache=True, inline="always")
+def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
+    """Elements ``src[:n]`` into their values ``vrow[:n]`` and their exponents ``erow[:n]``
+    (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
+    float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one."""
+    if vrow.itemsize == 4:
+        for k in range(n):
+            v, e, dead = _decode_f32(src[k], q)
+            vrow[k] = v
+            erow[k] = as_element_of(zero, erow) if dead else as_element_of(sub_i32(e, _I32(off)), erow)
+    else:
+        for k in range(n):
+            v, e, _ = _decode_value(src[k], p, neg)
+            vrow[k] = v
+            erow[k] = e - off if e != NEG_EXP else zero
+
+
 @njit(parallel=True, cache=True)
-def decode_packed(bits, p, neg, scale, zero, off, vals, exps):
-    """Values (times ``scale``, a power of two) and exponents (less ``off``; ``zero`` for
-    zeros and specials, :class:`ExponentLanes`) of the whole of A, laid out as the kernel
+def decode_packed(bits, p, neg, sh, zero, off, vals, exps):
+    """Values (times ``2^sh``: float32 ``vals`` only) and exponents (less ``off``; ``zero``
+    for zeros and specials, :class:`ExponentLanes`) of the whole of A, laid out as the kernel
     reads them: ``vals[kbi, ib, g, r, k]`` is element ``(ib * MB + r, kbi *
     KB + g * G + k)`` (``vals.shape == (K blocks, M blocks, KB // G, MB, G)``), so that each
     block of rows and k-terms is one contiguous array, group by group, and A is read from
@@ -218,18 +274,17 @@ def decode_packed(bits, p, neg, scale, zero, off, vals, exps):
     rows, cols = bits.shape
     nkb, _, ng, MB, G = vals.shape
     KB = ng * G
+    q = f32_decoder(p, bits.itemsize * 8, sh, neg)
     for r in prange(rows):
+        saved = read_mxcsr()
+        write_mxcsr(_I32(MXCSR_NEAREST))  # no flush-to-zero of subnormal values from the caller's
         ib = r // MB
         rr = r - ib * MB
         for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
             for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
-                src = bits[r, kbi * KB + g * G:]
-                vrow = vals[kbi, ib, g, rr]
-                erow = exps[kbi, ib, g, rr]
-                for k in range(G):
-                    v, e, _ = _decode_value(src[k], p, neg)
-                    vrow[k] = v * scale
-                    erow[k] = e - off if e != NEG_EXP else zero
+                _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q, neg,
+                            zero, off)
+        write_mxcsr(saved)
 
 
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
@@ -576,6 +631,7 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
     m = out.shape[0]
     kk, n = b.shape
     zero, off_b, thr, po = lanes
+    bq = f32_decoder(bp, b.itemsize * 8, 0, neg_b)
     bpan = _aligned_empty(KB * NB, a_val.dtype).reshape((KB, NB))
     epan = _aligned_empty(KB * NB, a_exp.dtype).reshape((KB, NB))
     nmb = (m + MB - 1) // MB
@@ -584,11 +640,10 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
         for kb in range(0, kk, KB):
             kbs = min(KB, kk - kb)
             for k in prange(kbs):
-                brow = b[kb + k, jb:jb + nb]
-                for j in range(nb):
-                    v, e, _ = _decode_value(brow[j], bp, neg_b)
-                    bpan[k, j] = v
-                    epan[k, j] = e - off_b if e != NEG_EXP else zero
+                saved = read_mxcsr()
+                write_mxcsr(_I32(MXCSR_NEAREST))
+                _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b)
+                write_mxcsr(saved)
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
@@ -744,7 +799,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
     a_val = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32)
     a_exp = _packed_empty(m, kk, KB, MB, rule.group, lanes.dtype)
-    decode_packed(a, af, int(neg_a), float(2.0 ** sh), lanes.zero, lanes.off_a, a_val, a_exp)
+    decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp)
     elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()

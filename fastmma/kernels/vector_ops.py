@@ -1,4 +1,4 @@
-"""Four LLVM operations that numba does not expose, for loops that must vectorise.
+"""Six LLVM operations that numba does not expose, for loops that must vectorise.
 
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
@@ -6,6 +6,8 @@ them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32
 vectoriser.  ``sub_i32`` is a plain 32-bit subtraction: numba computes ``int32 - int32`` in
 int64, and where an operand comes from a loop-invariant ``int32(x)`` LLVM keeps the
 int64 lanes (two vectors of 8 and the conversions between them, for one of 16).
+``shl_i32`` and ``lshr_i32`` shift an int32 by an int32 in 32 bits: numba shifts in int64,
+and a shift by a run-time amount (a format's field position) then keeps int64 lanes.
 ``as_element_of`` converts an integer to an array's element type, so that one loop body
 computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
 """
@@ -63,3 +65,24 @@ def as_element_of(typingctx, x, like):
             return context.cast(builder, args[0], signature.args[0], signature.return_type)
 
         return like.dtype(x, like), codegen
+
+
+def _shift_i32(x, n, op):
+    if x == types.int32 and n == types.int32:
+        def codegen(context, builder, signature, args):
+            return getattr(builder, op)(args[0], args[1])
+
+        return types.int32(types.int32, types.int32), codegen
+
+
+@intrinsic
+def shl_i32(typingctx, x, n):
+    """``x << n`` for int32 ``x`` and ``n`` (0 <= n < 32), in 32 bits."""
+    return _shift_i32(x, n, "shl")
+
+
+@intrinsic
+def lshr_i32(typingctx, x, n):
+    """``x >> n`` for int32 ``x`` and ``n`` (0 <= n < 32), shifting in zeros (the bits of ``x``
+    taken as unsigned), in 32 bits."""
+    return _shift_i32(x, n, "lshr")
