@@ -125,7 +125,8 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     n = b.shape[1]
     ctype, dtype = inst.ctype, inst.dtype
     use_c = C is not None and (scale_d is None or bool(scale_d))
-    c = _operand(C, ctype, "C", (m, n)) if C is not None else np.zeros((m, n), get_format(ctype).storage)
+    # with no C, no kernel reads C's values (use_c=False), so it needs no zeros
+    c = _operand(C, ctype, "C", (m, n)) if C is not None else np.empty((m, n), get_format(ctype).storage)
     if kk == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)
         return from_bits(c.copy() if use_c else np.zeros_like(c), dtype)
     a, b = _pad_k(a, b, inst.shape.k)  # K = 0 with C of another type: one zero step

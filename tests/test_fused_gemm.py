@@ -486,17 +486,21 @@ def test_scratch_arrays_start_on_a_cache_line(n, dtype):
 
 
 @pytest.mark.parametrize("m,kk", [(1, 16), (65, 48), (256, 4096)])
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.float32, np.float64])
-def test_packed_a_starts_on_a_cache_line(m, kk, dtype):
+@pytest.mark.parametrize("dtypes", [(np.int8,), (np.int16,), (np.float32, np.int8), (np.float64, np.int16, np.int32)])
+def test_packed_a_starts_on_a_cache_line(m, kk, dtypes):
     """decode_packed's output arrays start on a 64-byte boundary and have the packed shape
-    (K blocks, M blocks, groups per K block, MB, G), writable end to end."""
+    (K blocks, M blocks, groups per K block, MB, G), writable end to end without touching
+    each other."""
     from fastmma.kernels.fused_gemm import _packed_empty
 
-    x = _packed_empty(m, kk, 2048, 64, 16, dtype)
-    assert x.dtype == dtype and x.shape == (-(-kk // 2048), -(-m // 64), 128, 64, 16)
-    assert x.ctypes.data % 64 == 0 and x.flags.c_contiguous
-    x[...] = 1
-    assert x.sum() == x.size
+    arrays = _packed_empty(m, kk, 2048, 64, 16, *dtypes)
+    assert len(arrays) == len(dtypes)
+    for n, (x, dtype) in enumerate(zip(arrays, dtypes)):
+        assert x.dtype == dtype and x.shape == (-(-kk // 2048), -(-m // 64), 128, 64, 16)
+        assert x.ctypes.data % 64 == 0 and x.flags.c_contiguous
+        x[...] = n + 1
+    for n, x in enumerate(arrays):
+        assert (x == n + 1).all()
 
 
 def _scan_reference(bits, fmt):
@@ -564,8 +568,7 @@ def test_decode_packed_gives_every_patterns_value_and_exponent(fmt, wide, sh, ne
     flat = _every_pattern(fmt)
     bits = flat.reshape(-1, 16)
     sh = 0 if wide else sh
-    vals = _packed_empty(len(bits), 16, 16, 64, 16, np.float64 if wide else np.float32)
-    exps = _packed_empty(len(bits), 16, 16, 64, 16, np.int32)
+    vals, exps = _packed_empty(len(bits), 16, 16, 64, 16, np.float64 if wide else np.float32, np.int32)
     decode_packed(bits, format_params(fmt), neg, sh, -999, 5, vals, exps)
     got_v = vals.reshape(-1)[:flat.size].astype(np.float64)
     got_e = exps.reshape(-1)[:flat.size]

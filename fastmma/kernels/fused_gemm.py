@@ -246,6 +246,27 @@ def scan_columns(bits, p):
 
 
 @njit(cache=True, inline="always")
+def _overall(lo_hi):
+    """``(lowest, highest)`` exponent over the rows of a scan; (1, 0) for none."""
+    if len(lo_hi) == 0:
+        return np.int64(1), np.int64(0)
+    return lo_hi[:, 0].min(), lo_hi[:, 1].max()
+
+
+@njit(cache=True)
+def scan_operands(a, ap, b, bp):
+    """:func:`scan_rows` of A and :func:`scan_columns` of B, as the driver takes them, in one
+    call: ``(a_lo, a_hi, b_lo, b_hi, rows, cols, special)``, the exponent range of each
+    operand's non-zero finite elements (lowest above highest if it has none), the rows of A
+    and columns of B that hold an inf or NaN, and whether any does."""
+    a_lo_hi, rows = scan_rows(a, ap)
+    b_lo_hi, cols = scan_columns(b, bp)
+    a_lo, a_hi = _overall(a_lo_hi)
+    b_lo, b_hi = _overall(b_lo_hi)
+    return a_lo, a_hi, b_lo, b_hi, rows, cols, rows.any() or cols.any()
+
+
+@njit(cache=True, inline="always")
 def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
     """Elements ``src[:n]`` into their values ``vrow[:n]`` and their exponents ``erow[:n]``
     (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
@@ -626,8 +647,10 @@ def _aligned_empty(n, dtype):
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin, d_emin,
-               KB, NB, MB):
+def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin,
+               d_emin, KB, NB, MB):
+    """D = C + A @ B into ``out``, which holds C where ``c_in`` (else the accumulator starts
+    at +0 and ``out`` is only written)."""
     m = out.shape[0]
     kk, n = b.shape
     zero, off_b, thr, po = lanes
@@ -659,7 +682,7 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
                 for r in range(mb):
                     orow = out[i0 + r, jb:jb + nb]
                     for j in range(nb):
-                        c = orow[j]
+                        c = orow[j] if c_in or kb > 0 else np.float32(0)
                         tile[r, j] = c
                         ectile[r, j] = _c_exponent(c, c_e)
                 apan = a_val[kb // KB, ib]  # this block of A, packed by decode_packed
@@ -675,43 +698,43 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, rows, G, wide, frac, sh, 
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g4_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g8_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g16_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g32_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g4_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g8_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g16_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, b, bp, nb_, el, out, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+def _g32_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
@@ -750,19 +773,19 @@ def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
     return kb, nb, max(1, min(mb, m))
 
 
-def _packed_empty(m, kk, KB, MB, G, dtype):
-    """An uninitialised array for :func:`decode_packed`, starting on a cache line (as
-    :func:`_aligned_empty`, in numpy: a compiled function costs microseconds to call from
-    Python)."""
+def _packed_empty(m, kk, KB, MB, G, *dtypes):
+    """Uninitialised arrays for :func:`decode_packed`, one per dtype, carved from one
+    buffer, each starting on a cache line (as :func:`_aligned_empty`, in numpy: a compiled
+    function costs microseconds to call from Python)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
-    nbytes = np.dtype(dtype).itemsize * math.prod(shape)
-    buf = np.empty(nbytes + 64, np.uint8)
-    off = -buf.ctypes.data % 64
-    return buf[off:off + nbytes].view(dtype).reshape(shape)
-
-
-def _range(lo_hi) -> tuple[int, int]:
-    return (int(lo_hi[:, 0].min()), int(lo_hi[:, 1].max())) if len(lo_hi) else (1, 0)
+    sizes = [-(-np.dtype(t).itemsize * math.prod(shape) // 64) * 64 for t in dtypes]
+    buf = np.empty(sum(sizes) + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    arrays = []
+    for dtype, size in zip(dtypes, sizes):
+        arrays.append(buf[start:start + size].view(dtype)[:math.prod(shape)].reshape(shape))
+        start += size
+    return arrays
 
 
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
@@ -784,9 +807,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1)
     largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
-    a_lo_hi, rows = scan_rows(a, af)
-    b_lo_hi, cols = scan_columns(b, bf)
-    a_range, b_range = _range(a_lo_hi), _range(b_lo_hi)
+    a_lo, a_hi, b_lo, b_hi, rows, cols, special = scan_operands(a, af, b, bf)
+    a_range, b_range = (int(a_lo), int(a_hi)), (int(b_lo), int(b_hi))
     sh = prescale(*a_range, *b_range, af[1], bf[1], rule.frac_bits, rule.e_zero)
     if wide is None:
         wide = sh is None
@@ -797,8 +819,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     if lanes is None:
         raise ValueError("the data's exponent range does not fit int8 exponent lanes")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
-    a_val = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32)
-    a_exp = _packed_empty(m, kk, KB, MB, rule.group, lanes.dtype)
+    a_val, a_exp = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype)
     decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp)
     elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
@@ -808,13 +829,13 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
             elems = None
         out = cvals if elems is None else np.where(elems, np.float32(0), cvals)
     else:
-        out = np.zeros((m, n), np.float32)
+        out = np.empty((m, n), np.float32)
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b)
-    KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), kernel_lanes, out, rule.frac_bits, sh,
-                                      rule.e_zero, rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
+    KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), kernel_lanes, out, bool(use_c), rule.frac_bits,
+                                      sh, rule.e_zero, rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
     del a_val, a_exp
     d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
-    if rows.any() or cols.any() or elems is not None:
+    if special or elems is not None:
         if elems is None:
             elems = np.zeros((m, n), np.bool_)
         fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
