@@ -125,6 +125,44 @@ def test_prescale_exists_for_f16_and_fp8_whatever_the_data():
     assert prescale(-126, 127, -126, 127, 7, 7, 25, -133) is None  # full bf16 range: float64 lanes
 
 
+def test_whole_format_lanes_by_hand():
+    """f16 and fp8 operands: one prescale and int8 lanes fit every value of their formats
+    (the sh found by hand from prescale's bounds is the smallest that does); bf16 and tf32:
+    none do."""
+    from fastmma.kernels.fused_gemm import whole_format_lanes
+
+    f16, e4m3, e5m2, bf16 = (format_params(t) for t in ("f16", "e4m3", "e5m2", "bf16"))
+    # f16 x f16 into f32: the scale 2^(25 + 133 - sh) must be finite: sh >= 31
+    sh, lanes = whole_format_lanes(f16, f16, 25, -133)
+    assert sh == 31 and lanes.dtype == np.int8 and (lanes.off_a, lanes.off_b) == (0, 0)
+    # e4m3 (exponents -6..8) x e5m2 (-14..15): centred less 1 and 0
+    sh, lanes = whole_format_lanes(e4m3, e5m2, 13, -133)
+    assert sh == 19 and lanes.dtype == np.int8 and (lanes.off_a, lanes.off_b) == (1, 0)
+    assert whole_format_lanes(bf16, bf16, 25, -133) is None
+    assert whole_format_lanes(format_params("tf32"), format_params("tf32"), 25, -133) is None
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[1], INSTRUCTIONS[4], INSTRUCTIONS[5]])
+def test_f16_and_fp8_take_the_whole_format_path_without_scans(text, monkeypatch):
+    """With no scan of the data at all (scan_operands fails if called), any bit patterns of
+    f16 and fp8 operands, NaNs and infinities included, equal the reference; the columns of
+    B with specials are found after the kernel reports that B has some."""
+    import fastmma.kernels.fused_gemm as fg
+
+    def no_scan(*args):
+        raise AssertionError("scanned")
+
+    monkeypatch.setattr(fg, "scan_operands", no_scan)
+    inst = parse(text)
+    rng = np.random.default_rng(11)
+    for mode in ("narrow", "raw"):
+        a = random_bits(rng, inst.atype, (70, 4 * inst.rule.group), mode)
+        b = random_bits(rng, inst.btype, (4 * inst.rule.group, 90), mode)
+        c = random_bits(rng, inst.ctype, (70, 90), "narrow")
+        got, ref = run(text, a, b, c)
+        assert np.array_equal(got, ref), mode
+
+
 def test_exponent_lanes_by_hand():
     # f16 and fp8: the whole format's range fits int8 lanes, each operand centred
     assert exponent_lanes(-14, 15, -14, 15) == (np.int8, ZERO_EXP8, 0, 0, -28)

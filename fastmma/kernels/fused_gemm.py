@@ -24,9 +24,13 @@ Two lane widths.  The float32 path keeps exponents in int8 (64 lanes) where each
 data span at most about 42 binades (any f16 or fp8 data; :func:`exponent_lanes`), else in
 int16 (32 lanes), products and scales in float32 (16 lanes) and sums each group in int32
 (``G * 2^(frac_bits+2) <= 2^31``); A is decoded pre-multiplied by a power of two ``2^sh``
-so that every product and scale is a normal float32 (``sh`` is chosen from the exponent
-range of the data, :func:`prescale`); this always exists for f16 and fp8 inputs, and for
-bf16/tf32 unless the data spans more binades than float32 holds.  The float64 path (8
+so that every product and scale is a normal float32 (``sh`` is chosen from an exponent
+range, :func:`prescale`).  For f16 and fp8 inputs one ``sh`` and the int8 lanes fit every
+value of the formats (:func:`whole_format_lanes`), so their data are not scanned at all:
+decoding A reports its rows with infinities or NaNs, the kernel whether B has any, and only
+then are B's columns scanned.  bf16/tf32 data are scanned for their range
+(:func:`scan_operands`) and take the float32 path unless they span more binades than
+float32 holds.  The float64 path (8
 lanes) handles every range.  Each path decodes its operands in its own lanes: the float32
 path from bits moved to the top of an int32 (:func:`_decode_f32`, 16 lanes, no run-time
 shift wider than 32 bits), the float64 path in int64 (:func:`_decode_value`).  Decoding sets
@@ -58,6 +62,7 @@ instead.  That halved the A decode and the tile copies at 256^3.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -136,8 +141,8 @@ def f32_decoder(p, width, k, neg):
 
 @njit(cache=True, inline="always")
 def _decode_f32(x, q):
-    """``(value as float32, exponent, dead)`` of one element, as :func:`_decode_value` gives
-    them, in 16 int32/float32 lanes, for formats whose values a float32 holds: the
+    """``(value as float32, exponent, dead, special)`` of one element, as
+    :func:`_decode_value` gives them, in 16 int32/float32 lanes, for formats whose values a float32 holds: the
     element at the top of 32 bits (``q = f32_decoder(...)``) has its exponent field at
     bit 30, like a float32's; shifted down by ``8 - exp_bits`` its exponent and fraction
     fields are a float32's, whose value is the element's times ``2^(bias - 127)`` (a
@@ -147,11 +152,12 @@ def _decode_f32(x, q):
     up, mag_mask, exp_mask, key, align, exp_shift, bias, k, neg = q
     x32 = shl_i32(_I32(x), up)
     mag = _I32(x32 & mag_mask)
-    dead = (_I32(x32 & key) == key) | (mag == _I32(0))
+    special = _I32(x32 & key) == key
+    dead = special | (mag == _I32(0))
     e = sub_i32(max(lshr_i32(_I32(x32 & exp_mask), exp_shift), _I32(1)), bias)
     sign = _I32(_I32(x32 & _I32(-2**31)) ^ neg)
     val = ldexp_f32(f32_from_bits(_I32(lshr_i32(mag, align) | sign)), k)
-    return (np.float32(0) if dead else val), (_I32(NEG_EXP) if dead else e), dead
+    return (np.float32(0) if dead else val), (_I32(NEG_EXP) if dead else e), dead, special
 
 
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
@@ -270,17 +276,22 @@ def scan_operands(a, ap, b, bp):
 def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
     """Elements ``src[:n]`` into their values ``vrow[:n]`` and their exponents ``erow[:n]``
     (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
-    float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one."""
+    float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one.  Returns
+    whether any of them is an inf or NaN."""
+    any_special = _I32(0)
     if vrow.itemsize == 4:
         for k in range(n):
-            v, e, dead = _decode_f32(src[k], q)
+            v, e, dead, special = _decode_f32(src[k], q)
             vrow[k] = v
             erow[k] = as_element_of(zero, erow) if dead else as_element_of(sub_i32(e, _I32(off)), erow)
+            any_special = max(any_special, _I32(special))
     else:
         for k in range(n):
-            v, e, _ = _decode_value(src[k], p, neg)
+            v, e, special = _decode_value(src[k], p, neg)
             vrow[k] = v
             erow[k] = e - off if e != NEG_EXP else zero
+            any_special = max(any_special, _I32(special))
+    return any_special != 0
 
 
 @njit(parallel=True, cache=True)
@@ -291,21 +302,26 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps):
     KB + g * G + k)`` (``vals.shape == (K blocks, M blocks, KB // G, MB, G)``), so that each
     block of rows and k-terms is one contiguous array, group by group, and A is read from
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
-    left unwritten; the kernel never reads them."""
+    left unwritten; the kernel never reads them.  Returns ``(special, any)``: which rows
+    hold an inf or NaN, and whether any does."""
     rows, cols = bits.shape
     nkb, _, ng, MB, G = vals.shape
     KB = ng * G
     q = f32_decoder(p, bits.itemsize * 8, sh, neg)
+    special = np.zeros(rows, np.bool_)
     for r in prange(rows):
         saved = read_mxcsr()
         write_mxcsr(_I32(MXCSR_NEAREST))  # no flush-to-zero of subnormal values from the caller's
         ib = r // MB
         rr = r - ib * MB
+        sp = False
         for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
             for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
-                _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q, neg,
-                            zero, off)
+                sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
+                                  neg, zero, off)
+        special[r] = sp
         write_mxcsr(saved)
+    return special, special.any()
 
 
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
@@ -650,7 +666,8 @@ def _aligned_empty(n, dtype):
 def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin,
                d_emin, KB, NB, MB):
     """D = C + A @ B into ``out``, which holds C where ``c_in`` (else the accumulator starts
-    at +0 and ``out`` is only written)."""
+    at +0 and ``out`` is only written).  Returns whether B holds an inf or NaN."""
+    b_special = np.zeros(b.shape[0], np.bool_)  # per row of B, each set by one thread
     m = out.shape[0]
     kk, n = b.shape
     zero, off_b, thr, po = lanes
@@ -665,7 +682,8 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
             for k in prange(kbs):
                 saved = read_mxcsr()
                 write_mxcsr(_I32(MXCSR_NEAREST))
-                _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b)
+                if _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b):
+                    b_special[kb + k] = True
                 write_mxcsr(saved)
             for ib in prange(nmb):
                 i0 = ib * MB
@@ -695,46 +713,47 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
                     for j in range(nb):
                         orow[j] = tile[r, j]
                 write_mxcsr(saved)
+    return b_special.any()
 
 
 @njit(parallel=True, cache=True)
 def _g4_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g8_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g16_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g32_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g4_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g8_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g16_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g32_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
@@ -788,6 +807,24 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes):
     return arrays
 
 
+def _whole_range(p) -> tuple[int, int]:
+    """``(lowest, highest)`` exponent of a format's non-zero finite values (``p``:
+    ``decode.float_params``; subnormals at the smallest normal exponent)."""
+    ebits, _, bias, ieee, _ = (int(x) for x in p)
+    return 1 - bias, (1 << ebits) - 1 - ieee - bias
+
+
+@functools.lru_cache(maxsize=None)
+def whole_format_lanes(af, bf, frac_bits, e_floor) -> tuple[int, ExponentLanes] | None:
+    """``(sh, lanes)`` of the float32 path with int8 exponent lanes for any data of A's and
+    B's formats, or None: then each GEMM scans its data for them.  f16 and fp8 operands
+    have one (their whole exponent ranges fit both), and skip the scans."""
+    a_range, b_range = _whole_range(af), _whole_range(bf)
+    sh = prescale(*a_range, *b_range, int(af[1]), int(bf[1]), frac_bits, e_floor)
+    lanes = exponent_lanes(*a_range, *b_range, np.int8)
+    return None if sh is None or lanes is None else (sh, lanes)
+
+
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
                blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None):
     """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
@@ -796,8 +833,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     ``a``, ``b``, ``c``: raw bits; ``af``..``df``: format parameter tuples
     (``decode.float_params``); ``c_emin``/``d_emin``: smallest normal exponents of C's and
     D's formats.  ``wide=None`` picks the float32 path when :func:`prescale` allows it,
-    and ``exp_lanes=None`` its int8 exponent lanes when :func:`exponent_lanes` allows them;
-    True/False and np.int8/np.int16 force a path (tests).
+    and ``exp_lanes=None`` its int8 exponent lanes when :func:`exponent_lanes` allows them
+    (for the formats' whole ranges, :func:`whole_format_lanes`, else for the data's);
+    True/False and np.int8/np.int16 force a path, chosen for the data's ranges (tests).
     """
     m, kk = a.shape
     n = b.shape[1]
@@ -807,20 +845,24 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1)
     largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
-    a_lo, a_hi, b_lo, b_hi, rows, cols, special = scan_operands(a, af, b, bf)
-    a_range, b_range = (int(a_lo), int(a_hi)), (int(b_lo), int(b_hi))
-    sh = prescale(*a_range, *b_range, af[1], bf[1], rule.frac_bits, rule.e_zero)
-    if wide is None:
-        wide = sh is None
-    elif not wide and sh is None:
-        raise ValueError("the data's exponent range does not fit the float32 path")
-    sh = 0 if wide else sh
-    lanes = INT32_LANES if wide else exponent_lanes(*a_range, *b_range, exp_lanes)
-    if lanes is None:
-        raise ValueError("the data's exponent range does not fit int8 exponent lanes")
+    whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero) if wide is None and exp_lanes is None else None
+    if whole is not None:
+        (sh, lanes), wide = whole, False
+    else:
+        a_lo, a_hi, b_lo, b_hi, rows, cols, special = scan_operands(a, af, b, bf)
+        a_range, b_range = (int(a_lo), int(a_hi)), (int(b_lo), int(b_hi))
+        sh = prescale(*a_range, *b_range, af[1], bf[1], rule.frac_bits, rule.e_zero)
+        if wide is None:
+            wide = sh is None
+        elif not wide and sh is None:
+            raise ValueError("the data's exponent range does not fit the float32 path")
+        sh = 0 if wide else sh
+        lanes = INT32_LANES if wide else exponent_lanes(*a_range, *b_range, exp_lanes)
+        if lanes is None:
+            raise ValueError("the data's exponent range does not fit int8 exponent lanes")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
     a_val, a_exp = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype)
-    decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp)
+    a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp)
     elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
@@ -831,9 +873,14 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     else:
         out = np.empty((m, n), np.float32)
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b)
-    KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), kernel_lanes, out, bool(use_c), rule.frac_bits,
-                                      sh, rule.e_zero, rule.out_man_bits, rnd, c_emin, d_emin, KB, NB, MB)
+    b_special = KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), kernel_lanes, out, bool(use_c),
+                                                  rule.frac_bits, sh, rule.e_zero, rule.out_man_bits, rnd, c_emin,
+                                                  d_emin, KB, NB, MB)
     del a_val, a_exp
+    if whole is not None:  # the rows of A with specials came from decoding it; B's columns need a scan
+        special = a_special or b_special
+        rows = a_rows
+        cols = scan_columns(b, bf)[1] if b_special else np.zeros(n, np.bool_)
     d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
     if special or elems is not None:
         if elems is None:
