@@ -94,6 +94,26 @@ def test_integer_and_f64_matmul_equals_chained_instructions(text, shape):
     assert np.array_equal(bits(matmul(A, B, instruction=text)), bits(chained(inst, A, B, None)))
 
 
+@pytest.mark.parametrize("text", FLOAT_INSTRUCTIONS + INT_INSTRUCTIONS)
+@pytest.mark.parametrize("shape", [(5, 7, 3), (64, 64, 96)])  # the per-element kernels, and the fast ones
+def test_without_c_no_kernel_reads_c(text, shape):
+    """matmul with no C hands the kernels an uninitialised C and use_c=False: the k-loop's
+    result must not depend on what that C holds (all bits set: NaNs, -1; or zeros)."""
+    from fastmma.gemm import _k_loop, _operand, _pad_k
+
+    inst = resolve_instruction(text)
+    M, N, K = shape
+    rng = np.random.default_rng(3)
+    a = _operand(values(rng, inst.atype, (M, K), "wide"), inst.atype, "A")
+    b = _operand(values(rng, inst.btype, (K, N), "wide"), inst.btype, "B")
+    a, b = _pad_k(a, b, inst.shape.k)
+    storage = get_format(inst.ctype).storage
+    run = _k_loop(inst, False)
+    ones = run(a, b, np.full((M, N), np.iinfo(storage).max, storage))
+    zeros = run(a, b, np.zeros((M, N), storage))
+    assert np.array_equal(ones, zeros)
+
+
 def test_accumulator_overflow_to_infinity_stays_infinite():
     A = np.full((4, 64), 60000, np.float16)
     B = np.full((64, 4), 60000, np.float16)
