@@ -30,12 +30,12 @@ value of the formats (:func:`whole_format_lanes`), so their data are not scanned
 decoding A reports its rows with infinities or NaNs, the kernel whether B has any, and only
 then are B's columns scanned.  bf16/tf32 data are scanned for their range
 (:func:`scan_operands`) and take the float32 path unless they span more binades than
-float32 holds.  The float64 path (8
-lanes) handles every range.  Each path decodes its operands in its own lanes: the float32
-path from bits moved to the top of an int32 (:func:`_decode_f32`, 16 lanes, no run-time
-shift wider than 32 bits), the float64 path in int64 (:func:`_decode_value`).  Decoding sets
-the thread's MXCSR to its defaults, as the rows do: a caller's flush-to-zero would
-otherwise turn bf16/tf32 subnormals to zeros in the float32 lanes.
+float32 holds.  The float64 path (8 lanes) handles every range.  Each path decodes its
+operands in its own lanes: the float32 path from bits moved to the top of an int32
+(:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits), the float64 path in
+int64 (:func:`_decode_value`).  Decoding sets the thread's MXCSR to its defaults, as the
+rows do: a caller's flush-to-zero would otherwise turn bf16/tf32 subnormals to zeros in the
+float32 lanes.
 
 Infinities and NaNs in A, B or C are not handled by the fast paths: the rows, columns and
 elements they touch are recomputed with the reference kernel afterwards.  An accumulator
@@ -142,13 +142,14 @@ def f32_decoder(p, width, k, neg):
 @njit(cache=True, inline="always")
 def _decode_f32(x, q):
     """``(value as float32, exponent, dead, special)`` of one element, as
-    :func:`_decode_value` gives them, in 16 int32/float32 lanes, for formats whose values a float32 holds: the
-    element at the top of 32 bits (``q = f32_decoder(...)``) has its exponent field at
-    bit 30, like a float32's; shifted down by ``8 - exp_bits`` its exponent and fraction
-    fields are a float32's, whose value is the element's times ``2^(bias - 127)`` (a
-    subnormal too: both formats' subnormals count in units of their last fraction bit), and
-    ``ldexp`` puts back ``2^(127 - bias)`` with the scale.  Zeros and specials (``dead``)
-    get the value +0 and the exponent ``NEG_EXP``."""
+    :func:`_decode_value` gives them, in 16 int32/float32 lanes, for formats whose values a
+    float32 holds.  The element moved to the top of 32 bits (``q = f32_decoder(...)``) has
+    its exponent field at bit 30, like a float32's; shifted down by ``8 - exp_bits`` its
+    exponent and fraction fields are a float32's, whose value is the element's times
+    ``2^(bias - 127)`` (a subnormal too: both formats' subnormals count in units of their
+    last fraction bit), and ``ldexp`` puts back ``2^(127 - bias)`` with the scale.  Zeros
+    and specials (``dead``) get the value +0 and the exponent ``NEG_EXP``; ``special``:
+    inf or NaN."""
     up, mag_mask, exp_mask, key, align, exp_shift, bias, k, neg = q
     x32 = shl_i32(_I32(x), up)
     mag = _I32(x32 & mag_mask)
@@ -718,42 +719,50 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
 
 @njit(parallel=True, cache=True)
 def _g4_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_32, 4, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_32, 4, False,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g8_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_32, 8, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_32, 8, False,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g16_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_32, 16, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_32, 16, False,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g32_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_32, 32, False, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_32, 32, False,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g4_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_64, 4, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_64, 4, True,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g8_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_64, 8, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_64, 8, True,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g16_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_64, 16, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_64, 16, True,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
 def _g32_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_64, 32, True, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_64, 32, True,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
