@@ -281,6 +281,41 @@ def test_accumulator_at_the_largest_finite_values_on_the_float32_lanes(text):
     assert np.isfinite(got.view(np.float32)).all()
 
 
+@pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[2]])  # f16 and bf16 into f32: groups of 16
+def test_group_sums_that_pass_int32_on_the_float32_lanes(text):
+    """Rows whose 16 products are all near their largest, of one sign, with an accumulator
+    of that sign just below the next power of two: the group's int32 sum wraps past 2^31
+    (worked out below), and the rows around it do not; all equal the reference."""
+    inst = parse(text)
+    top = 2.0 - 2.0 ** -10 if inst.atype == "f16" else 2.0 - 2.0 ** -7  # the largest significand
+    storage = get_format(inst.atype).value_dtype
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((64, 64)).astype(storage)
+    b = rng.standard_normal((64, 64)).astype(storage)
+    c = rng.standard_normal((64, 64)).astype(np.float32)
+    a[5, :16], b[:16, 7], c[5, 7] = top, top, 2.0 - 2.0 ** -20  # products and C at exponent 0
+    a[9, :16], b[:16, 7], c[9, 7] = -top, top, -(2.0 - 2.0 ** -20)
+    term = math.floor(top * top * 2.0**25)  # each product times 2^(25 - e_max), e_max = 0
+    assert abs(16 * term + math.floor((2.0 - 2.0 ** -20) * 2.0**25)) >= 2**31
+    a, b, c = a.view(get_format(inst.atype).storage), b.view(get_format(inst.btype).storage), c.view(np.uint32)
+    got, ref = run(text, a, b, c, wide=False)
+    assert np.array_equal(got, ref)
+    assert got.view(np.float32)[5, 7] > 2**3 and got.view(np.float32)[9, 7] < -2**3
+
+
+def test_may_wrap_at_its_bound():
+    """With 25 fraction bits the accumulator's term is below 2^26, so a group's sum can carry
+    x past int32 only from above 2^31 - 2^26, of either sign."""
+    from fastmma.kernels.fused_gemm import _may_wrap
+
+    may_wrap = njit(lambda t: _may_wrap(t, len(t), 25))
+    edge = 2**31 - 2**26
+    assert not may_wrap(np.array([0, 5, -edge, edge, -7], np.int32))
+    assert may_wrap(np.array([0, edge + 1, 3], np.int32))
+    assert may_wrap(np.array([-(edge + 1)], np.int32))
+    assert may_wrap(np.array([1, 2, -(2**31 - 1)], np.int32))
+
+
 @njit
 def _finish_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
     """The rounding by the CPU's mode, run as the GEMM runs it: MXCSR set, then restored."""

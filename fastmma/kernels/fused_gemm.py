@@ -80,8 +80,9 @@ _F16_OVERFLOW = 65536.0
 
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
 #: The group size whose kernel handles int32 sums that wrap: 16 terms below 2^27 (f16 and
-#: bf16 keep 25 fraction bits) plus the accumulator's term below 2^26 can pass 2^31.  The
-#: other rules' sums cannot (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).
+#: bf16 keep 25 fraction bits) plus the accumulator's term below 2^26 can pass 2^31, in the
+#: rows where :func:`_may_wrap` finds a sum that close to it.  The other rules' sums cannot
+#: (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).
 WRAPPING_GROUP = 16
 
 
@@ -531,6 +532,19 @@ def _group_sum32(c, t, up, wraps):
 
 
 @njit(cache=True, inline="always")
+def _may_wrap(T, nb, frac):
+    """Whether some ``x = T[j] + t_c`` (:func:`_group_sum32`; ``|t_c| < 2^(frac + 1)``) may
+    pass int32: only where a group's sum comes within ``2^(frac + 1)`` of 2^31, which takes
+    nearly all of a group's 16 products near their largest and of one sign."""
+    limit = _I32((np.int64(1) << 31) - (np.int64(1) << (frac + 1)))
+    big = _I32(0)
+    for j in range(nb):
+        t = T[j]
+        big = max(big, max(t, _I32(-t)))  # |t|: a group's sum is above -2^31
+    return big > limit
+
+
+@njit(cache=True, inline="always")
 def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
                  rnd, d_emin, thr, po):
     """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) and
@@ -563,10 +577,17 @@ def _group_row32(acc, ec, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, 
                 t = np.int32(t + np.int32((av[i, ko + h + k] * bpan[h + k, j]) * s))
             T32[j] = t
     if rnd == ROUND_RZ:
+        # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it
+        wraps = G == WRAPPING_GROUP and _may_wrap(T32, nb, frac)
         if HAS_MXCSR:  # the caller has set the CPU to round toward zero
-            _finish_row_rz_fenv(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
+            if wraps:
+                _finish_row_rz_fenv(acc, ec, E, T32, nb, frac, omb, d_emin, True)
+            else:
+                _finish_row_rz_fenv(acc, ec, E, T32, nb, frac, omb, d_emin, False)
+        elif wraps:
+            _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, True)
         else:
-            _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, G == WRAPPING_GROUP)
+            _finish_row_rz32(acc, ec, E, T32, nb, frac, omb, d_emin, False)
     else:
         _finish_row(acc, ec, E, T32, nb, frac, omb, rnd, d_emin)
 
