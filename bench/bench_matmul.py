@@ -57,7 +57,7 @@ import ctypes, ctypes.util, sys, time
 import numpy as np, torch
 from mmasim.nv_ptx import WGMMA
 n, repeat, tuned = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "tuned"
-if tuned:  # glibc: keep freed memory for reuse instead of unmapping it (-3, -1, -2: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_TOP_PAD)
+if tuned:  # glibc keeps freed memory for reuse: M_MMAP_THRESHOLD (-3), M_TRIM_THRESHOLD (-1), M_TOP_PAD (-2)
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     assert all(libc.mallopt(opt, value) == 1 for opt, value in ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20)))
 rng = np.random.default_rng(0)

@@ -829,12 +829,13 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes):
     buffer, each starting on a cache line (as :func:`_aligned_empty`, in numpy: a compiled
     function costs microseconds to call from Python)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
-    sizes = [-(-np.dtype(t).itemsize * math.prod(shape) // 64) * 64 for t in dtypes]
+    count = math.prod(shape)
+    sizes = [-(-np.dtype(t).itemsize * count // 64) * 64 for t in dtypes]  # whole cache lines
     buf = np.empty(sum(sizes) + 64, np.uint8)
     start = -buf.ctypes.data % 64
     arrays = []
     for dtype, size in zip(dtypes, sizes):
-        arrays.append(buf[start:start + size].view(dtype)[:math.prod(shape)].reshape(shape))
+        arrays.append(buf[start:start + size].view(dtype)[:count].reshape(shape))
         start += size
     return arrays
 
