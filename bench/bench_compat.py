@@ -4,11 +4,16 @@ Run:  python -m pytest bench/bench_compat.py -q -s      (needs: pip install ".[c
 
 Each case times our drop-in with pytest-benchmark on torch tensors (conversions included),
 times MMA-Sim's ``WGMMA`` on the same tensors in the same process (best of a few), checks
-that the two results are bit-identical, and prints ``speed-up = mmasim / ours``.
+that the two results are bit-identical, and prints ``speed-up = mmasim / ours``.  The
+process keeps freed memory for reuse (glibc ``mallopt``, as ``bench_matmul``'s tuned
+column): MMA-Sim's torch temporaries would otherwise land on freshly mapped pages in some
+processes and not others, which changes its time up to 2.5x.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import time
 
 import pytest
@@ -19,6 +24,18 @@ from mmasim.nv_ptx import WGMMA as MmaSimWGMMA  # noqa: E402
 
 from fastmma.compat.mmasim import WGMMA  # noqa: E402
 
+
+def _keep_freed_memory():
+    """glibc's M_MMAP_THRESHOLD (-3), M_TRIM_THRESHOLD (-1) and M_TOP_PAD (-2), as
+    ``bench_matmul.MMASIM_SCRIPT`` sets them; elsewhere nothing."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "mallopt"):
+        for option, value in ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20)):
+            libc.mallopt(option, value)
+
+
+_keep_freed_memory()
 ST = "m64n256k16.f32.f16.f16"
 CASES = {"one m64n256k16 call": (64, 256, 16), "256^3 GEMM": (256, 256, 256)}
 

@@ -17,8 +17,9 @@ from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _finish_row_rz32,
-                                      _finish_row_rz_fenv, exponent_lanes, fused_gemm, prescale)
+from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _c_exponent,
+                                      _finish_row_rz32, _finish_row_rz_fenv, _finish_row_rz_normal,
+                                      _normal_results, _scale_normal, exponent_lanes, fused_gemm, prescale)
 
 INSTRUCTIONS = [
     "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
@@ -317,14 +318,14 @@ def test_may_wrap_at_its_bound():
 
 
 @njit
-def _finish_fenv(acc, ec, E, T, nb, frac, omb, d_emin, wraps):
+def _finish_fenv(acc, E, T, nb, frac, omb, wraps):
     """The rounding by the CPU's mode, run as the GEMM runs it: MXCSR set, then restored."""
     saved = read_mxcsr()
     write_mxcsr(np.int32(MXCSR_TOWARD_ZERO))
     if wraps:
-        _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, True)
+        _finish_row_rz_fenv(acc, E, T, nb, frac, omb, True)
     else:
-        _finish_row_rz_fenv(acc, ec, E, T, nb, frac, omb, d_emin, False)
+        _finish_row_rz_fenv(acc, E, T, nb, frac, omb, False)
     write_mxcsr(saved)
 
 
@@ -340,21 +341,20 @@ def test_float32_lanes_rounding_toward_zero_by_hand(finish):
     acc = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 0.0], np.float32)
     E = np.array([0, 0, -133, -124, -124, 0], np.int16)
     T = np.array([2**31 - 2**24, -(2**31 - 2**24), 3, 1025, -(2**26 + 1), (1 << 25) + 1], np.int32)
-    ec = np.zeros(6, np.int16)
     start = acc.copy()
-    finish(acc, ec, E, T, 6, 25, 23, -126, True)
+    finish(acc, E, T, 6, 25, 23, True)
     # (2^31 - 2^24 + 2^25) * 2^-25 = 64.5; 3 * 2^-158 is below the smallest subnormal;
     # 1025 * 2^-149 is a subnormal; (2^26 + 1) * 2^-149 = 2^-123 + 2^-149 keeps 24 bits: 2^-123;
     # 2^25 + 1 (26 bits) loses its last bit: 1.0
     want = np.array([64.5, -64.5, 0.0, 1025 * 2.0**-149, -(2.0**-123), 1.0], np.float64)
     assert list(acc.astype(np.float64)) == list(want)
     assert acc.view(np.uint32)[2] == 0  # +0
-    assert list(ec) == [6, 6, NEG_EXP, -126, -123, 0]
+    # the exponents the next group reads from these values (subnormals at -126, zero at NEG_EXP)
+    assert [_c_exponent(np.float32(x), -126) for x in acc] == [6, 6, NEG_EXP, -126, -123, 0]
     # the sums that do not wrap int32 give the same without the wrap handling
-    acc2, ec2 = start[2:].copy(), np.zeros(4, np.int16)
-    finish(acc2, ec2, E[2:], T[2:], 4, 25, 23, -126, False)
+    acc2 = start[2:].copy()
+    finish(acc2, E[2:], T[2:], 4, 25, 23, False)
     assert acc2.view(np.uint32).tolist() == acc[2:].view(np.uint32).tolist()
-    assert list(ec2) == [NEG_EXP, -126, -123, 0]
 
 
 def _rz_by_integers(c, t, e, frac, omb):
@@ -393,11 +393,108 @@ def test_float32_lanes_rounding_toward_zero_on_random_sums(finish, frac, omb, wr
         T[::11] = sign * (2**31 - rng.integers(1, 2**22, len(sign)))
         acc[::11] = (sign * rng.uniform(1, 2, len(sign)) * 2.0 ** E[::11]).astype(np.float32)
     want, sums = zip(*(_rz_by_integers(c, int(t), int(e), frac, omb) for c, t, e in zip(acc, T, E)))
-    ec = np.zeros(n, np.int16)
-    finish(acc, ec, E, T, n, frac, omb, -126, wraps)
+    finish(acc, E, T, n, frac, omb, wraps)
     assert acc.view(np.uint32).tolist() == list(want)
     assert any(0 < (w & 0x7FFFFFFF) < 0x800000 for w in want)  # subnormal results
     assert any(abs(x) >= 2**31 for x in sums) == wraps  # int32 sums that wrap, where allowed
+
+
+@njit
+def _finish_normal(acc, U, T, nb, omb, wraps):
+    saved = read_mxcsr()
+    write_mxcsr(np.int32(MXCSR_TOWARD_ZERO))
+    if wraps:
+        _finish_row_rz_normal(acc, U, T, nb, omb, True)
+    else:
+        _finish_row_rz_normal(acc, U, T, nb, omb, False)
+    write_mxcsr(saved)
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="x86 only")
+@pytest.mark.parametrize("frac, omb, wraps", [(25, 23, True), (25, 23, False), (13, 13, False)])
+def test_rounding_of_normal_results_on_random_sums(frac, omb, wraps):
+    """The rounding for groups whose non-zero results are all normal (e_max >= frac - 126),
+    with 2^(frac - e_max) given as float32 bits, against the rounding in Python integers:
+    both signs, int32 sums past 2^31 where the rule allows them, zero and subnormal
+    accumulators, accumulators that truncate away, and e_max up to 127."""
+    rng = np.random.default_rng(9)
+    n = 4000
+    E = rng.integers(frac - 126, 128, n)
+    acc = (rng.uniform(1, 2, n) * rng.choice([-1, 1], n) * 2.0 ** (E - rng.integers(0, 40, n))).astype(np.float32)
+    acc[::7] = 0
+    acc[3::13] = (rng.integers(1, 2**23, len(acc[3::13])) * 2.0**-149).astype(np.float32)  # subnormal C
+    E = np.where(acc != 0, np.maximum(E, np.frexp(acc)[1] - 1), E)
+    bound = (16 if wraps else 8) << (frac + 2)
+    T = (rng.integers(-bound, bound, n) >> rng.integers(0, frac + 5, n)).astype(np.int32)
+    if wraps:
+        sign = rng.choice([-1, 1], n // 11 + 1)
+        T[::11] = sign * (2**31 - rng.integers(1, 2**22, len(sign)))
+        E[::11] = np.minimum(E[::11], 100)
+        acc[::11] = (sign * rng.uniform(1, 2, len(sign)) * 2.0 ** E[::11]).astype(np.float32)
+    # but the largest results must be finite, as the kernel's inputs guarantee
+    big = np.abs(T.astype(np.float64) + 2.0 ** (frac + 1)) * 2.0 ** (E - frac) >= 2.0**127
+    T[big] >>= 8
+    E[big] = np.minimum(E[big], 100)
+    acc[big] = np.float32(0)
+    want, sums = zip(*(_rz_by_integers(c, int(t), int(e), frac, omb) for c, t, e in zip(acc, T, E)))
+    U = ((frac - E + 127) << 23).astype(np.int32)  # the float32 2^(frac - e_max)
+    _finish_normal(acc, U, T, n, omb, wraps)
+    assert acc.view(np.uint32).tolist() == list(want)
+    assert any(abs(x) >= 2**31 for x in sums) == wraps
+    assert all((w & 0x7FFFFFFF) == 0 or (w & 0x7F800000) != 0 for w in want)  # no subnormal results
+
+
+def test_scale_of_normal_results_by_hand():
+    """e_max from the largest product exponent (stored less ``po``) and the accumulator's
+    exponent field: a zero, a subnormal and an accumulator below the products do not win, a
+    larger one does; S32 = 2^(frac - e_max - sh), U = the bits of 2^(frac - e_max), and a
+    scale that underflows is 0."""
+    frac, sh, po = 25, 31, 2
+    P = np.array([10, -3, 0, 5, 0], np.int8)  # product exponents 12, -1, 2, 7, 2
+    acc = np.array([0.0, 2.0**-140, 3.0, -(2.0**40), 2.0**126], np.float32)
+    U, S = np.zeros(5, np.int32), np.zeros(5, np.float32)
+    njit(lambda acc, P, U, S: _scale_normal(acc, P, U, S, 5, frac, sh, po))(acc, P, U, S)
+    e_max = [12, -1, 2, 40, 126]
+    assert U.tolist() == [(frac - e + 127) << 23 for e in e_max]
+    assert S.tolist() == [2.0 ** (frac - e - sh) if frac - e - sh >= -126 else 0.0 for e in e_max]
+    assert S[4] == 0.0
+
+
+def test_normal_results_by_hand():
+    """The normal-results path is taken only where every column's largest product exponent is
+    known (no column of only zero products: below ``thr``) and at least the floor."""
+    check = njit(lambda P, thr, po, floor: _normal_results(P, len(P), thr, po, floor))
+    P = np.array([10, -3, 0, 5], np.int8)
+    assert check(P, -40, 2, -101)
+    assert check(P, -40, 2, -1) and not check(P, -40, 2, 0)  # the lowest: -3 + 2 = -1
+    assert not check(P, -2, 2, -101)  # -3 is below thr: a column of zero products
+    assert check(P.astype(np.int16), -40, 2, -1)
+
+
+@pytest.mark.parametrize("text", [t for t in INSTRUCTIONS if parse(t).ctype == parse(t).dtype == "f32"])
+def test_rows_of_both_rounding_paths_equal_the_reference(text):
+    """In one GEMM, row groups whose results are all normal take the normal-results path and
+    the others the general one: rows whose products fall below 2^-101 (subnormal results),
+    rows with a group of zeros (columns of only zero products), zero and subnormal C."""
+    inst = parse(text)
+    rng = np.random.default_rng(17)
+    m, k, n = 48, 4 * inst.rule.group, 40
+    f = get_format(inst.atype)
+    a = rng.standard_normal((m, k))
+    b = rng.standard_normal((k, n))
+    if inst.atype in ("bf16", "tf32"):
+        a[::5] *= 2.0**-70  # products near 2^-70 * 2^-60: below 2^-101, results subnormal
+        b[:, ::3] *= 2.0**-60
+    a[1::4, inst.rule.group:2 * inst.rule.group] = 0  # a group of zeros in every fourth row
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    c[::3, ::2] = 0
+    c[1::3, ::5] = np.float32(2.0**-140)
+    dt = np.float32 if inst.atype == "tf32" else f.value_dtype
+    a, b = a.astype(dt).view(f.storage), b.astype(dt).view(get_format(inst.btype).storage)
+    got, ref = run(text, a, b, c.view(np.uint32), wide=False)
+    assert np.array_equal(got, ref)
+    d = got.view(np.float32)
+    assert ((d != 0) & (np.abs(d) < 2.0**-126)).any() == (inst.atype in ("bf16", "tf32"))
 
 
 @pytest.mark.skipif(not HAS_MXCSR, reason="x86 only")
