@@ -17,10 +17,10 @@ another way.  For each output element and each group of ``G`` k-terms:
   path rounds toward zero to f32 in 16 int32 lanes instead.  On x86 the kernel sets the
   CPU's rounding mode to toward zero (:mod:`.fp_env`), and the int32-to-float32
   conversion and ``ldexp`` do the truncation (:func:`_finish_row_rz_fenv`; where every
-  non-zero result is a normal float32, the conversion and an integer subtraction from its
-  exponent field, :func:`_finish_row_rz_normal`); elsewhere the
-  integer sum's low bits are cleared below its leading ``out_man_bits + 1`` (count leading
-  zeros) and ``ldexp`` puts it in place (:func:`_finish_row_rz32`).
+  non-zero result is a normal float32, the conversion and an exact multiply,
+  :func:`_finish_row_rz_normal`); elsewhere the integer sum's low bits are cleared below
+  its leading ``out_man_bits + 1`` (count leading zeros) and ``ldexp`` puts it in place
+  (:func:`_finish_row_rz32`).
 
 Two lane widths.  The float32 path keeps exponents in int8 (64 lanes) where each operand's
 data span at most about 42 binades (any f16 or fp8 data; :func:`exponent_lanes`), else in
@@ -550,18 +550,19 @@ def _scale_normal(acc, P, U, S32, nb, frac, sh, po):
     """The scale loop where :func:`_normal_results` holds, in the biased exponents of
     float32: ``e_max + 127`` is the larger of the largest product exponent and the
     accumulator's exponent field (a zero or a subnormal accumulator, or one below C's
-    format's smallest normal exponent, never wins, as ``floor`` ensures).  ``S32 = 2^(frac -
-    e_max - sh)`` as :func:`_group_row32` has it, and ``U`` the bits of the float32 ``2^up``,
-    ``up = frac - e_max``, for :func:`_finish_row_rz_normal`: ``up`` is in [frac - 127,
-    126], so it is a normal number."""
+    format's smallest normal exponent, never wins, as ``floor`` ensures).  ``U`` holds the
+    bits of the float32 ``2^up``, ``up = frac - e_max``, for :func:`_finish_row_rz_normal`
+    (``up`` is in [frac - 127, 126], so it is a normal number), and ``S32 = 2^(frac - e_max
+    - sh)``, as :func:`_group_row32` has it, from the same bits less ``sh`` in the exponent
+    field: +0 where that field would be 0 or below (the scale underflows)."""
     pb = _I32(po + 127)
-    top = _I32(254 + frac - sh)
     ub = _I32(254 + frac)
+    shift = _I32(sh << 23)
     for j in range(nb):
         eb = max(_I32(_I32(P[j]) + pb), _I32(lshr_i32(f32_bits(acc[j]), _I32(23)) & _I32(0xFF)))
-        x = sub_i32(top, eb)
-        S32[j] = f32_from_bits(_I32(x << _I32(23))) if x > _I32(0) else np.float32(0)
-        U[j] = _I32(sub_i32(ub, eb) << _I32(23))
+        u = _I32(sub_i32(ub, eb) << _I32(23))
+        U[j] = u
+        S32[j] = f32_from_bits(max(sub_i32(u, shift), _I32(0)))  # its exponent field less sh, or +0
 
 
 @njit(cache=True, inline="always")
@@ -569,10 +570,12 @@ def _finish_row_rz_normal(acc, U, T, nb, omb, wraps):
     """:func:`_finish_row_rz_fenv` where every non-zero result is a normal float32
     (:func:`_normal_results`), with ``U`` from :func:`_scale_normal`: the accumulator's
     term is ``trunc(c * 2^up)`` by one multiply (exact, or below 1 where it underflows:
-    MXCSR rounds toward zero), and ``2^-up`` is put on the rounded sum by subtracting
-    ``up`` from its exponent field, in integer lanes."""
+    MXCSR rounds toward zero), and ``2^-up`` is put on the rounded sum by one multiply too,
+    exact because the result is normal (and +0 for a zero sum).  In the rounding loop of
+    :func:`_finish_row_rz_fenv` the two ``ldexp``, each a ``vscalefps`` of two cycles on a
+    Zen 4 core, and their exponents' conversions took most of the time."""
     mask = _I32(np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(23 - omb)))
-    unbias = _I32(127 << 23)
+    inverse = _I32(254 << 23)  # the bits of 2^-up are these less u's
     for j in range(nb):
         u = U[j]
         x, neg, mag = _sum_and_sign(T[j], _I32(acc[j] * f32_from_bits(u)), wraps)
@@ -580,8 +583,7 @@ def _finish_row_rz_normal(acc, U, T, nb, omb, wraps):
             rb = _I32(_I32(f32_bits(np.float32(mag)) & mask) | _I32(neg & _I32(-2**31)))
         else:
             rb = _I32(f32_bits(np.float32(x)) & mask)
-        r = _I32(sub_i32(rb, u) + unbias)
-        acc[j] = f32_from_bits(r) if x != _I32(0) else np.float32(0)
+        acc[j] = f32_from_bits(rb) * f32_from_bits(sub_i32(inverse, u))
 
 
 @njit(cache=True, inline="always")
@@ -633,10 +635,9 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
 
     Rounding toward zero to f32 on x86, a group whose non-zero results are all normal
     (nearly every group of usual data: :func:`_normal_results`) takes shorter scale and
-    rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`): on a Zen 4 core,
-    where a 16-lane ``vscalefps`` takes two cycles, they made an f16 GEMM 5% and a tf32 GEMM
-    10% faster.  The accumulator's exponent is read from its value in the scale loop, not
-    kept in an array beside it."""
+    rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`): on a Zen 4 core
+    they made GEMMs 8% (f16) to 15% (tf32, e4m3) faster.  The accumulator's exponent is read
+    from its value in the scale loop, not kept in an array beside it."""
     for h in range(g0, g0 + G, U):  # pass 1: the largest sum of stored exponents
         for j in range(nb):
             p = as_element_of(thr - 1, P) if h == g0 else P[j]
