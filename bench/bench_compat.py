@@ -22,16 +22,17 @@ mmasim = pytest.importorskip("mmasim", reason="MMA-Sim not installed (pip instal
 torch = pytest.importorskip("torch", reason="torch not installed")
 from mmasim.nv_ptx import WGMMA as MmaSimWGMMA  # noqa: E402
 
+from bench_matmul import KEEP_FREED_MEMORY  # noqa: E402
 from fastmma.compat.mmasim import WGMMA  # noqa: E402
 
 
 def _keep_freed_memory():
-    """glibc's M_MMAP_THRESHOLD (-3), M_TRIM_THRESHOLD (-1) and M_TOP_PAD (-2), as
-    ``bench_matmul.MMASIM_SCRIPT`` sets them; elsewhere nothing."""
+    """glibc's allocator set as ``bench_matmul.MMASIM_SCRIPT`` sets it for MMA-Sim's tuned
+    column (:data:`bench_matmul.KEEP_FREED_MEMORY`); elsewhere nothing."""
     name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(name) if name else None
     if libc is not None and hasattr(libc, "mallopt"):
-        for option, value in ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20)):
+        for option, value in KEEP_FREED_MEMORY:
             libc.mallopt(option, value)
 
 

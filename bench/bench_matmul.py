@@ -52,14 +52,18 @@ def bench_matmul(benchmark, record_ratio, case, size):
     record_ratio(case, f"{size}^3", benchmark.stats.stats.min, "numpy float32", baseline)
 
 
+#: glibc ``mallopt`` settings that keep freed memory for reuse: M_MMAP_THRESHOLD (-3),
+#: M_TRIM_THRESHOLD (-1), M_TOP_PAD (-2); MMA-Sim's tuned column (and bench_compat) runs with them
+KEEP_FREED_MEMORY = ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20))
+
 MMASIM_SCRIPT = """
 import ctypes, ctypes.util, sys, time
 import numpy as np, torch
 from mmasim.nv_ptx import WGMMA
 n, repeat, tuned = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "tuned"
-if tuned:  # glibc keeps freed memory for reuse: M_MMAP_THRESHOLD (-3), M_TRIM_THRESHOLD (-1), M_TOP_PAD (-2)
+if tuned:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    assert all(libc.mallopt(opt, value) == 1 for opt, value in ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20)))
+    assert all(libc.mallopt(opt, value) == 1 for opt, value in KEEP_FREED_MEMORY)
 rng = np.random.default_rng(0)
 A, B = (torch.from_numpy(rng.standard_normal((n, n)).astype(np.float16)) for _ in range(2))
 C = torch.zeros((n, n), dtype=torch.float32)
@@ -71,7 +75,7 @@ for _ in range(repeat):
     sim(A, B, C)
     best = min(best, time.perf_counter() - t)
 print(best)
-"""
+""".replace("KEEP_FREED_MEMORY", repr(KEEP_FREED_MEMORY))
 
 
 def mmasim_seconds(n, allocator):

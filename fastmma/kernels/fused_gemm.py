@@ -645,7 +645,7 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
                 p = max(p, as_element_of(ea[i, ko + h + k] + epan[h + k, j], P))
             P[j] = p
     normal = rnd == ROUND_RZ and HAS_MXCSR and _normal_results(P, nb, thr, po, max(frac - 126, emin, e_floor))
-    if normal:
+    if normal:  # E holds the bits of 2^up on this path (U of _scale_normal), e_max on the other
         _scale_normal(acc, P, E, S32, nb, frac, sh, po)
     else:
         ef, th, off = _I32(e_floor), _I32(thr), _I32(po)
