@@ -19,7 +19,7 @@ from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _c_exponent,
                                       _finish_row_rz32, _finish_row_rz_fenv, _finish_row_rz_normal,
-                                      _normal_results, _scale_normal, exponent_lanes, fused_gemm, prescale)
+                                      _normal_bound, _scale_normal, exponent_lanes, fused_gemm, prescale)
 
 INSTRUCTIONS = [
     "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
@@ -462,13 +462,22 @@ def test_scale_of_normal_results_by_hand():
 
 def test_normal_results_by_hand():
     """The normal-results path is taken only where every column's largest product exponent is
-    known (no column of only zero products: below ``thr``) and at least the floor."""
-    check = njit(lambda P, thr, po, floor: _normal_results(P, len(P), thr, po, floor))
+    known (no column of only zero products: below ``thr``) and at least the floor: no P[j]
+    below the bound, which is clamped to P's type (never met above it, always below it)."""
+    bound_of = njit(lambda P, thr, po, floor: _normal_bound(P, thr, po, floor))
+
+    def check(P, thr, po, floor):
+        possible, bound = bound_of(P, thr, po, floor)
+        return bool(possible) and not (P < bound).any()
+
     P = np.array([10, -3, 0, 5], np.int8)
     assert check(P, -40, 2, -101)
     assert check(P, -40, 2, -1) and not check(P, -40, 2, 0)  # the lowest: -3 + 2 = -1
     assert not check(P, -2, 2, -101)  # -3 is below thr: a column of zero products
     assert check(P.astype(np.int16), -40, 2, -1)
+    assert bound_of(P, -40, -200, 0) == (False, 127)  # a bound of 200: above every int8
+    assert bound_of(P, -300, 2, -400) == (True, -128)  # below every int8: always met
+    assert bound_of(P.astype(np.int16), -40, -200, 0) == (True, 200)
 
 
 @pytest.mark.parametrize("text", [t for t in INSTRUCTIONS if parse(t).ctype == parse(t).dtype == "f32"])
