@@ -564,7 +564,7 @@ def _scale_normal(acc, P, U, S32, nb, frac, sh, po):
     in place (the difference fits: it is ``up``'s field).  Every sum is :func:`sub_i32`:
     numba widens an int32 sum to int64, and the loop then rebuilt a constant every step;
     with both, the loop took 8 vector operations instead of 11, and GEMMs ran 5% faster."""
-    pb = _I32(-(po + 127))  # less P: the biased exponent
+    pb = _I32(-(po + 127))  # P less this is the biased float32 exponent
     ub = _I32(np.uint32((254 + frac) << 23))  # wraps past 2^31 as int32; the differences do not
     shift = _I32(sh << 23)
     for j in range(nb):
