@@ -10,12 +10,16 @@ Entry points:
 * :func:`fastmma.parse` - PTX instruction text into an instruction object.
 """
 
-from . import errors, formats, isa, wgmma, wmma
-from .errors import FastmmaError
-from .gemm import matmul
-from .isa import parse
-from .mma import mma
-from .warpgroup import Warpgroup
+from .codegen import prefer_full_width
+
+prefer_full_width()  # before any kernel is defined: numba builds its code generator then
+
+from . import errors, formats, isa, wgmma, wmma  # noqa: E402
+from .errors import FastmmaError  # noqa: E402
+from .gemm import matmul  # noqa: E402
+from .isa import parse  # noqa: E402
+from .mma import mma  # noqa: E402
+from .warpgroup import Warpgroup  # noqa: E402
 
 __version__ = "0.1.0"
 

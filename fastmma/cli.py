@@ -187,7 +187,7 @@ def _cmd_info(args) -> int:
     import ml_dtypes
     import numba
 
-    from . import __version__
+    from . import __version__, codegen
     from .conform import check_file, recording_files
 
     print(f"fastmma {__version__}")
@@ -195,6 +195,7 @@ def _cmd_info(args) -> int:
           f"ml_dtypes {ml_dtypes.__version__}")
     print(f"threads: numba {numba.get_num_threads()} of {numba.config.NUMBA_NUM_THREADS} "
           f"(set NUMBA_NUM_THREADS to change); machine: {platform.machine()}, {platform.processor() or '?'}")
+    print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1)")
     root = Path(args.recordings) if args.recordings else default_recordings()
