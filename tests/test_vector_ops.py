@@ -3,12 +3,23 @@
 import numpy as np
 from numba import njit
 
-from fastmma.kernels.vector_ops import as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
+from fastmma.kernels.vector_ops import (add_i32, as_element_of, clz_u32, fma_f32, ldexp_f32, lshr_i32, shl_i32,
+                                        sub_i32)
 
 
 @njit
 def _sub(a, b):
     return sub_i32(np.int32(a), np.int32(b))
+
+
+@njit
+def _add(a, b):
+    return add_i32(np.int32(a), np.int32(b))
+
+
+@njit
+def _fma(a, b, c):
+    return fma_f32(np.float32(a), np.float32(b), np.float32(c))
 
 
 @njit
@@ -59,3 +70,17 @@ def test_as_element_of_converts_to_the_arrays_type_wrapping():
     for dtype, x, want in [(np.int8, 100, 100), (np.int8, -128, -128), (np.int8, 200, -56), (np.int8, -129, 127),
                            (np.int16, 200, 200), (np.int16, 40000, 40000 - 65536)]:
         assert _as_element_of(x, np.zeros(1, dtype)) == want
+
+
+def test_add_i32_wraps_in_32_bits():
+    assert _add(2**31 - 1, 1) == -2**31
+    assert _add(-2**31, -1) == 2**31 - 1
+    assert _add(-5, 3) == -2
+
+
+def test_fma_f32_rounds_once():
+    # (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24: the product alone rounds the 2^-24 away (to even)
+    x = 1 + 2.0**-12
+    assert _fma(x, x, -1.0) == np.float32(2.0**-11 + 2.0**-24)
+    assert np.float32(np.float32(x) * np.float32(x)) - np.float32(1.0) == np.float32(2.0**-11)
+    assert _fma(3.0, 5.0, 7.0) == np.float32(22.0)

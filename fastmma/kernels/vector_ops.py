@@ -1,13 +1,15 @@
-"""Six LLVM operations that numba does not expose, for loops that must vectorise.
+"""Eight LLVM operations that numba does not expose, for loops that must vectorise.
 
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
 ``vplzcntd``, one instruction for 16 lanes.  A call into libm or a bit loop would stop the
-vectoriser.  ``sub_i32`` is a plain 32-bit subtraction: numba computes ``int32 - int32`` in
+vectoriser.  ``sub_i32`` and ``add_i32`` are plain 32-bit arithmetic: numba computes ``int32 - int32`` in
 int64, and where an operand comes from a loop-invariant ``int32(x)`` LLVM keeps the
 int64 lanes (two vectors of 8 and the conversions between them, for one of 16).
 ``shl_i32`` and ``lshr_i32`` shift an int32 by an int32 in 32 bits: numba shifts in int64,
 and a shift by a run-time amount (a format's field position) then keeps int64 lanes.
+``fma_f32`` is a fused multiply-add (``vfmadd``), rounded once: numba never fuses ``a * b +
+c`` itself, and a multiply and an add are two vector operations where one does.
 ``as_element_of`` converts an integer to an array's element type, so that one loop body
 computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
 """
@@ -34,6 +36,19 @@ def ldexp_f32(typingctx, x, e):
 
 
 @intrinsic
+def fma_f32(typingctx, a, b, c):
+    """``a * b + c`` for float32 operands, rounded once as the CPU's rounding mode says
+    (``llvm.fma``)."""
+    if a == types.float32 and b == types.float32 and c == types.float32:
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.FloatType(), [ir.FloatType()] * 3)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.f32")
+            return builder.call(fn, args)
+
+        return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@intrinsic
 def clz_u32(typingctx, x):
     """The number of leading zero bits of the uint32 ``x`` (32 for 0), as an int32
     (``llvm.ctlz``)."""
@@ -44,6 +59,16 @@ def clz_u32(typingctx, x):
             return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
 
         return types.int32(types.uint32), codegen
+
+
+@intrinsic
+def add_i32(typingctx, a, b):
+    """``a + b`` for int32 ``a`` and ``b``, computed (and wrapping) in 32 bits."""
+    if a == types.int32 and b == types.int32:
+        def codegen(context, builder, signature, args):
+            return builder.add(args[0], args[1])
+
+        return types.int32(types.int32, types.int32), codegen
 
 
 @intrinsic
