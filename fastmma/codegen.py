@@ -17,20 +17,28 @@ and so also applies to other numba code of the process compiled after it.  It le
 features alone where the user has set them (``NUMBA_CPU_FEATURES``: the way to opt out),
 where the CPU has no AVX-512, and where numba's code generator already exists (numba code
 ran before ``fastmma`` was imported: the kernels then keep LLVM's choice, and
-:data:`state` says so).
+:data:`state` says so; if that choice is 256-bit vectors on a CPU with 512-bit ones, found by
+compiling a small loop, a :class:`~fastmma.errors.HalfWidthVectorsWarning` says how to
+avoid it).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numba
+import numpy as np
 from numba.core import codegen, registry
+
+from .errors import HalfWidthVectorsWarning
 
 #: The LLVM target feature that clears the preference for 256-bit vectors.
 FULL_WIDTH_FEATURE = "-prefer-256-bit"
 
 #: What :func:`prefer_full_width` found: ``"full width"`` (set here), ``"user features"``
 #: (``NUMBA_CPU_FEATURES`` was set), ``"no avx-512"``, ``"too late"`` (numba's code
-#: generator existed already) or ``"not run"``.
+#: generator existed already; ``"too late: half width"`` where it makes 256-bit vectors)
+#: or ``"not run"``.
 state = "not run"
 
 
@@ -40,6 +48,18 @@ def _codegen_exists() -> bool:
     return "_toplevel_target_context" in registry.cpu_target.__dict__
 
 
+def _builds_full_width() -> bool:
+    """Whether numba's existing code generator vectorises a float32 loop with 512-bit
+    registers."""
+    @numba.njit(cache=False)
+    def triple(x, y):
+        for i in range(x.size):
+            y[i] = x[i] * np.float32(3)
+
+    triple.compile("void(float32[::1], float32[::1])")
+    return "zmm" in triple.inspect_asm(triple.signatures[0])
+
+
 def prefer_full_width() -> str:
     """Let LLVM vectorise numba code with the CPU's full 512-bit vectors where it has
     AVX-512, if numba's code generator is not built yet and the user has not chosen the
@@ -47,12 +67,19 @@ def prefer_full_width() -> str:
     global state
     if numba.config.CPU_FEATURES is not None:
         state = "user features"
-    elif _codegen_exists():
-        state = "too late"
     else:
         features = codegen.get_host_cpu_features()
         if "+avx512f" not in features.split(","):
             state = "no avx-512"
+        elif _codegen_exists():
+            full = _builds_full_width()
+            state = "too late" if full else "too late: half width"
+            if not full:
+                warnings.warn("numba code was defined before fastmma was imported, and numba's code generator makes "
+                              "256-bit vectors on this CPU, which has 512-bit ones: fastmma's kernels will run up "
+                              "to 1.5x slower. Import fastmma before other numba code, or set NUMBA_CPU_FEATURES "
+                              "(the host's features followed by ',-prefer-256-bit').", HalfWidthVectorsWarning,
+                              stacklevel=3)
         else:
             numba.config.CPU_FEATURES = f"{features},{FULL_WIDTH_FEATURE}"
             state = "full width"

@@ -57,3 +57,9 @@ class HazardError(FastmmaError):
 
 class ConformanceError(FastmmaError):
     """A recording file that is not in the golden-vector format fastmma reads."""
+
+
+class HalfWidthVectorsWarning(UserWarning):
+    """fastmma was imported after numba had built its code generator, which makes 256-bit
+    vectors on this CPU although it has 512-bit ones: the kernels run up to 1.5x slower
+    (:mod:`fastmma.codegen`)."""

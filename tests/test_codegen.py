@@ -17,12 +17,12 @@ HAS_AVX512 = "+avx512f" in numba_codegen.get_host_cpu_features().split(",")
 
 
 def _state_in_fresh_process(prologue="", env=None):
-    """fastmma.codegen.state in a new interpreter after ``prologue`` ran."""
+    """(fastmma.codegen.state, stderr) in a new interpreter after ``prologue`` ran."""
     script = f"{prologue}\nimport fastmma\nprint(fastmma.codegen.state)"
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, **(env or {})})
+    out = subprocess.run([sys.executable, "-W", "always", "-c", script], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, **(env or {})})
     assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    return out.stdout.strip(), out.stderr
 
 
 def _asm_of_a_vector_loop():
@@ -54,13 +54,35 @@ def test_without_avx512_the_features_are_left_alone():
 
 def test_numba_cpu_features_set_by_the_user_are_kept():
     features = numba_codegen.get_host_cpu_features()
-    assert _state_in_fresh_process(env={"NUMBA_CPU_FEATURES": features}) == "user features"
+    state, err = _state_in_fresh_process(env={"NUMBA_CPU_FEATURES": features})
+    assert state == "user features" and "Warning" not in err
 
 
-def test_numba_code_compiled_before_the_import_keeps_llvms_choice():
+@pytest.mark.skipif(not HAS_AVX512, reason="the CPU has no AVX-512")
+def test_numba_code_compiled_before_the_import_is_reported():
+    """The kernels keep numba's code generator as it was built; where it makes half-width
+    vectors (LLVM's tuning for Intel's AVX-512 server cores) a warning says how to avoid it."""
     if os.environ.get("NUMBA_CPU_FEATURES"):
         pytest.skip("the user chose numba's CPU features")
-    assert _state_in_fresh_process("from numba import njit\nnjit(lambda x: x + 1)(1)") == "too late"
+    state, err = _state_in_fresh_process("from numba import njit\nnjit(lambda x: x + 1)(1)")
+    assert state in ("too late", "too late: half width")
+    assert ("HalfWidthVectorsWarning" in err) == (state == "too late: half width")
+    assert ("HalfWidthVectorsWarning" in err) == ("zmm" not in _asm_in_fresh_process())
+
+
+def _asm_in_fresh_process():
+    """Assembly of a float32 loop compiled by numba's own code generator (no fastmma)."""
+    script = ("import numpy as np, numba, sys\n"
+              "@numba.njit\n"
+              "def g(x, y):\n"
+              "    for i in range(x.size):\n"
+              "        y[i] = x[i] * np.float32(3)\n"
+              "g.compile('void(float32[::1], float32[::1])')\n"
+              "sys.stdout.write(g.inspect_asm(g.signatures[0]))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def test_results_do_not_depend_on_the_vector_width(tmp_path, monkeypatch):
