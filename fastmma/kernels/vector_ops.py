@@ -61,24 +61,26 @@ def clz_u32(typingctx, x):
         return types.int32(types.uint32), codegen
 
 
+def _int32_op(a, b, op):
+    """The typing and code of ``op`` (an llvmlite IRBuilder method) on two int32 operands,
+    in 32 bits."""
+    if a == types.int32 and b == types.int32:
+        def codegen(context, builder, signature, args):
+            return getattr(builder, op)(args[0], args[1])
+
+        return types.int32(types.int32, types.int32), codegen
+
+
 @intrinsic
 def add_i32(typingctx, a, b):
     """``a + b`` for int32 ``a`` and ``b``, computed (and wrapping) in 32 bits."""
-    if a == types.int32 and b == types.int32:
-        def codegen(context, builder, signature, args):
-            return builder.add(args[0], args[1])
-
-        return types.int32(types.int32, types.int32), codegen
+    return _int32_op(a, b, "add")
 
 
 @intrinsic
 def sub_i32(typingctx, a, b):
     """``a - b`` for int32 ``a`` and ``b``, computed (and wrapping) in 32 bits."""
-    if a == types.int32 and b == types.int32:
-        def codegen(context, builder, signature, args):
-            return builder.sub(args[0], args[1])
-
-        return types.int32(types.int32, types.int32), codegen
+    return _int32_op(a, b, "sub")
 
 
 @intrinsic
@@ -92,22 +94,14 @@ def as_element_of(typingctx, x, like):
         return like.dtype(x, like), codegen
 
 
-def _shift_i32(x, n, op):
-    if x == types.int32 and n == types.int32:
-        def codegen(context, builder, signature, args):
-            return getattr(builder, op)(args[0], args[1])
-
-        return types.int32(types.int32, types.int32), codegen
-
-
 @intrinsic
 def shl_i32(typingctx, x, n):
     """``x << n`` for int32 ``x`` and ``n`` (0 <= n < 32), in 32 bits."""
-    return _shift_i32(x, n, "shl")
+    return _int32_op(x, n, "shl")
 
 
 @intrinsic
 def lshr_i32(typingctx, x, n):
     """``x >> n`` for int32 ``x`` and ``n`` (0 <= n < 32), shifting in zeros (the bits of ``x``
     taken as unsigned), in 32 bits."""
-    return _shift_i32(x, n, "lshr")
+    return _int32_op(x, n, "lshr")
