@@ -11,13 +11,13 @@ wide, higher bits ignored) and b1 as 0/1 (only bit 0 counts).
 Why float32 is exact: a group's products are integers of magnitude at most
 ``maxabs(A) * maxabs(B)`` (<= 255 * 255), so while ``group * maxabs(A) * maxabs(B) < 2^24``
 every partial sum of a group is an integer that float32 holds exactly, in any order: the
-kernel sums in fused multiply-adds on eight independent partial sums (two had left the loop
-waiting on the adds' latency).  Each group's sum (below 2^24) is then added to the running
-int32 state in int32 lanes, wrapping, and under ``satfinite`` an overflow (found from the
-signs) is clamped to the int32 range: exactly the clamp of the exact sum.  In int64 lanes,
-half as wide, that step had taken a third of an s8 GEMM's time.  Wrapping is associative, so without ``satfinite`` the chunk of k summed in float32
-need not be the instruction's group.  Shapes outside the float32 bound take a generic path
-that sums each group in float64 (exact up to 2^53).
+kernel sums in fused multiply-adds on eight independent partial sums.  Each group's sum
+(below 2^24) is then added to the running int32 state in int32 lanes, wrapping, and under
+``satfinite`` an overflow (found from the signs) is clamped to the int32 range: exactly the
+clamp of the exact sum (this step had run in int64 lanes, half as wide).  Wrapping is
+associative, so without ``satfinite`` the chunk of k summed in float32 need not be the
+instruction's group.  Shapes outside the float32 bound take a generic path that sums each
+group in float64 (exact up to 2^53).
 
 Blocking (int): the output is cut into tasks of ``_MB`` rows x ``_NB`` columns, spread over
 threads with ``prange``.  A task walks K in blocks of ``_KB``: it decodes the A block
@@ -166,8 +166,9 @@ def _settle32(x, acc, satfinite):
 @njit(cache=True, inline="always")
 def _sub_sum(arow, bg, j, S):
     """sum_{t<S} arow[t] * bg[t, j] in float32 (exact), S a literal multiple of 8: unrolled,
-    in fused multiply-adds on eight partial sums, so that each one's chain of additions is a
-    quarter as long as the adds' latency allows for."""
+    in fused multiply-adds on eight independent partial sums, enough to keep two FMA units
+    busy through each one's latency (a multiply and an add on two sums had left the loop
+    waiting on the adds)."""
     acc0 = arow[0] * bg[0, j]
     acc1 = arow[1] * bg[1, j]
     acc2 = arow[2] * bg[2, j]

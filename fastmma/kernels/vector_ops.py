@@ -3,9 +3,10 @@
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
 ``vplzcntd``, one instruction for 16 lanes.  A call into libm or a bit loop would stop the
-vectoriser.  ``sub_i32`` and ``add_i32`` are plain 32-bit arithmetic: numba computes ``int32 - int32`` in
-int64, and where an operand comes from a loop-invariant ``int32(x)`` LLVM keeps the
-int64 lanes (two vectors of 8 and the conversions between them, for one of 16).
+vectoriser.  ``sub_i32`` and ``add_i32`` are plain 32-bit arithmetic: numba computes
+``int32 - int32`` in int64, and where an operand comes from a loop-invariant ``int32(x)``
+LLVM keeps the int64 lanes (two vectors of 8 and the conversions between them, for one of
+16).
 ``shl_i32`` and ``lshr_i32`` shift an int32 by an int32 in 32 bits: numba shifts in int64,
 and a shift by a run-time amount (a format's field position) then keeps int64 lanes.
 ``fma_f32`` is a fused multiply-add (``vfmadd``), rounded once: numba never fuses ``a * b +
