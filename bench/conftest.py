@@ -5,7 +5,6 @@ made from it).
 """
 
 import platform
-import time
 
 import numpy as np
 import pytest
@@ -45,17 +44,6 @@ def record_memory():
     def record(case, grown, base):
         MEMORY.append(dict(case=case, grown=grown, base=base))
     return record
-
-
-def best_of(fn, repeat=5):
-    """Best wall time of ``repeat`` calls (after one warm-up call)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def machine() -> str:

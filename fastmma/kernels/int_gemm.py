@@ -60,7 +60,6 @@ _KB = 256  # k per decoded panel
 _WC = 16  # b1: uint64 words per unrolled chunk (1024 k-bits)
 _WT = 4  # b1: words per tail chunk; K is zero-padded to a multiple of 256 bits
 _F32_EXACT = 1 << 24
-_I64_MIN, _I64_MAX = np.int64(-(1 << 63)), np.int64((1 << 63) - 1)
 _PARTS = 256  # prange iterations at most (numba.get_num_threads() would defeat caching)
 
 
@@ -143,10 +142,10 @@ def _pack_b(b, bp, k0, kb, j0, nb, dp):
 
 
 @njit(cache=True, inline="always")
-def _settle(s, lim):
-    """New int32 state from the exact int64 sum ``s``: clamp to ``lim`` (the int32 range
-    under satfinite, the int64 range otherwise), then wrap modulo 2^32."""
-    return np.int32(min(max(s, lim[0]), lim[1]))
+def _settle(s, satfinite):
+    """New int32 state from the exact int64 sum ``s``: clamped to the int32 range under
+    satfinite, then wrapped modulo 2^32."""
+    return np.int32(min(max(s, np.int64(INT32_MIN)), np.int64(INT32_MAX))) if satfinite else np.int32(s)
 
 
 @njit(cache=True, inline="always")
@@ -220,7 +219,7 @@ def _chunk_f32(ap, bp, st, fb, nr, nb, ka, G, satfinite):
 
 
 @njit(cache=True, inline="always")
-def _chunk_f64(ap, bp, st, buf, nr, nb, ka, g, lim):
+def _chunk_f64(ap, bp, st, buf, nr, nb, ka, g, satfinite):
     """Generic chunk: any g, exact in float64 through a row buffer."""
     for r in range(nr):
         buf[:nb] = 0.0
@@ -232,11 +231,11 @@ def _chunk_f64(ap, bp, st, buf, nr, nb, ka, g, lim):
         srow = st[r]
         for j in range(nb):
             s = np.int64(srow[j]) + np.int64(buf[j])
-            srow[j] = _settle(s, lim)
+            srow[j] = _settle(s, satfinite)
 
 
 @njit(cache=True, inline="always")
-def _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, lim, satfinite, use_c, generic):
+def _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, satfinite, use_c, generic):
     m, kk = a.shape
     n = b.shape[1]
     i0, nr, j0, nb = _task_tile(task, m, n)
@@ -249,7 +248,7 @@ def _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, lim,
         _pack_b(b, bp, k0, kb, j0, nb, dpb)
         for ka in range(0, kb, G):
             if generic:
-                _chunk_f64(ap, bp, st, buf, nr, nb, ka, G, lim)
+                _chunk_f64(ap, bp, st, buf, nr, nb, ka, G, satfinite)
             else:
                 _chunk_f32(ap, bp, st, fb, nr, nb, ka, G, satfinite)
     for r in range(nr):
@@ -265,7 +264,6 @@ def _int_body(a, b, c, out, dpa, dpb, G, satfinite, use_c, generic):
     nparts = _n_parts(ntask)
     kb_max = min(G * max(1, _KB // G), max(kk, G))
     mb, nb = min(_MB, m), min(_NB, n)
-    lim = (np.int64(INT32_MIN), np.int64(INT32_MAX)) if satfinite else (_I64_MIN, _I64_MAX)
     for p in prange(nparts):
         ap = np.empty((mb, kb_max), np.float32)
         bp = np.empty((kb_max, nb), np.float32)
@@ -273,8 +271,7 @@ def _int_body(a, b, c, out, dpa, dpb, G, satfinite, use_c, generic):
         buf = np.empty(nb if generic else 0, np.float64)
         fb = np.empty((mb if G > 32 and not generic else 0, nb), np.float32)
         for task in range(p, ntask, nparts):
-            _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, lim, satfinite, use_c,
-                      generic)
+            _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, satfinite, use_c, generic)
 
 
 @njit(parallel=True, cache=True)
