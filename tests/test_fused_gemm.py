@@ -41,11 +41,11 @@ def random_bits(rng, fmt, shape, mode):
     return v.view(f.storage)
 
 
-def run(text, a, b, c, use_c=True, wide=None, blocks=None, exp_lanes=None):
+def run(text, a, b, c, use_c=True, wide=None, blocks=None, exp_lanes=None, fma=None):
     inst = parse(text)
     neg = dict(neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
     kw = dict(c_emin=get_format(inst.ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
-              use_c=use_c, wide=wide, exp_lanes=exp_lanes, **neg)
+              use_c=use_c, wide=wide, exp_lanes=exp_lanes, fma=fma, **neg)
     if blocks:
         kw["blocks"] = blocks
     c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)  # as kernels.execute hands it over
@@ -748,7 +748,7 @@ def test_decode_packed_gives_every_patterns_value_and_exponent(fmt, wide, sh, ne
     bits = flat.reshape(-1, 16)
     sh = 0 if wide else sh
     vals, exps = _packed_empty(len(bits), 16, 16, 64, 16, np.float64 if wide else np.float32, np.int32)
-    decode_packed(bits, format_params(fmt), neg, sh, -999, 5, vals, exps)
+    decode_packed(bits, format_params(fmt), neg, sh, -999, 5, vals, exps, np.zeros((1, 1, 1, 0, 16), np.uint8), 0, 0)
     got_v = vals.reshape(-1)[:flat.size].astype(np.float64)
     got_e = exps.reshape(-1)[:flat.size]
     with np.errstate(invalid="ignore"):
@@ -787,3 +787,109 @@ def test_scan_columns_merges_its_row_chunks(rows):
     assert list(lo_hi[4]) == [0, 0]
     t_lo_hi, t_special = scan_rows(np.ascontiguousarray(bits.T), p)
     assert np.array_equal(lo_hi, t_lo_hi) and np.array_equal(special, t_special)
+
+
+# ---------------------------------------------------------------- pass 2 by fused multiply-adds
+
+FP8_F32 = ["wgmma.mma_async.m64n8k32.f32.e4m3.e4m3", "wgmma.mma_async.m64n8k32.f32.e4m3.e5m2",
+           "wgmma.mma_async.m64n8k32.f32.e5m2.e4m3", "wgmma.mma_async.m64n8k32.f32.e5m2.e5m2",
+           "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2 {a,b,c,d}, x, y, p, -1, 1;",
+           "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3 {a,b,c,d}, x, y, p, 1, -1;"]
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="the pass by fused multiply-adds needs x86's rounding mode")
+@pytest.mark.parametrize("text", FP8_F32)
+@pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "raw"])
+@pytest.mark.parametrize("fma", [False, True])
+def test_both_fp8_passes_equal_the_reference(text, mode, fma):
+    """Row counts that do and do not fill the 4-row blocks and column counts that do and do
+    not fill the 64- and 128-column blocks, with and without C: the pass by conversions and
+    the pass by fused multiply-adds (whose counts of terms moved away from zero matter on
+    "wide" and "tiny" data, where many terms are far below a group's largest)."""
+    inst = parse(text)
+    rng = np.random.default_rng(abs(hash((text, mode))) % 2**32)
+    for m, k, n in [(37, 128, 45), (64, 64, 256), (9, 32, 70), (70, 96, 200)]:
+        a = random_bits(rng, inst.atype, (m, k), mode)
+        b = random_bits(rng, inst.btype, (k, n), mode)
+        c = random_bits(rng, inst.ctype, (m, n), mode)
+        for use_c in (True, False):
+            got, ref = run(text, a, b, c, use_c=use_c, fma=fma)
+            assert np.array_equal(got, ref), (m, k, n, use_c)
+
+
+def test_the_fma_pass_is_taken_only_where_exact():
+    from fastmma.kernels.fused_gemm import FMA_KERNELS, low_codes
+
+    rng = np.random.default_rng(4)
+    for text in (INSTRUCTIONS[0], INSTRUCTIONS[5], INSTRUCTIONS[3]):  # f16 (25 bits), f16 out, tf32
+        inst = parse(text)
+        a = random_bits(rng, inst.atype, (8, 2 * inst.rule.group), "narrow")
+        b = random_bits(rng, inst.btype, (2 * inst.rule.group, 8), "narrow")
+        c = random_bits(rng, inst.ctype, (8, 8), "narrow")
+        with pytest.raises(ValueError, match="fused multiply-adds is not exact"):
+            run(text, a, b, c, fma=True)
+    f16, e4m3, e5m2 = (format_params(t) for t in ("f16", "e4m3", "e5m2"))
+    assert low_codes(f16, f16, 25, -133, 16, 31) is None  # 16 terms below 2^27 do not fit 2^22
+    assert low_codes(e4m3, e5m2, 13, -133, 32, 19) is not None
+    assert low_codes(e4m3, e5m2, 13, -133, 32, -10) is None  # the smallest magic number would be subnormal
+    assert set(FMA_KERNELS) == {32}
+
+
+@pytest.mark.parametrize("fa,fb", [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")])
+def test_low_codes_count_exactly_the_negative_terms_off_the_grid(fa, fb):
+    """Every pair of codes (every last-bit exponent and sign of each operand, and zeros)
+    against every threshold: the sum of the codes falls below it exactly where the signs
+    differ and ``la + lb`` is below ``e_max - frac``; a zero never counts."""
+    from fastmma.kernels.fused_gemm import low_codes
+
+    pa, pb = format_params(fa), format_params(fb)
+    lc = low_codes(pa, pb, 13, -133, 32, 19)
+    # the last set bit: from the smallest subnormal's to the exponent of the largest power of two
+    largest = {"e4m3": 8, "e5m2": 15}  # 448 = 1.75 * 2^8, 57344 = 1.75 * 2^15
+    fa_, fb_ = get_format(fa), get_format(fb)
+    la_all = range(fa_.min_exponent - fa_.man_bits, largest[fa] + 1)
+    lb_all = range(fb_.min_exponent - fb_.man_bits, largest[fb] + 1)
+    wmin = min(la_all) + min(lb_all)
+    assert lc.wmin == wmin and lc.span == len(la_all) + len(lb_all) - 1
+    codes_a = {(la, sa): (la - lc.lo_a + 128 * sa) % 256 for la in la_all for sa in (0, 1)}
+    codes_b = {(lb, sb): (lb - lc.lo_b + 128 * (1 - sb)) % 256 for lb in lb_all for sb in (0, 1)}
+    for e_max_less_frac in range(wmin - 3, wmin + lc.span + 3):
+        t = min(max(e_max_less_frac - wmin, 0), lc.span)
+        for (la, sa), ca in codes_a.items():
+            for (lb, sb), cb in codes_b.items():
+                want = sa != sb and la + lb < e_max_less_frac
+                assert ((ca + cb) % 256 < t) == want
+            assert (ca + lc.zero_b) % 256 >= t
+        for cb in codes_b.values():
+            assert (lc.zero_a + cb) % 256 >= t
+        assert (lc.zero_a + lc.zero_b) % 256 >= t
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+@pytest.mark.parametrize("neg, flip", [(0, 0), (1, 0), (0, 1)])
+def test_low_code_of_every_pattern(fmt, neg, flip):
+    """_low_code against the last set bit's exponent found from the value itself (times
+    2^30, an integer, whose lowest set bit is isolated by ``x & -x``)."""
+    from fastmma.kernels.fused_gemm import _I32, _low_code, f32_decoder
+
+    f = get_format(fmt)
+    bits = np.arange(256, dtype=np.uint8)
+    p = format_params(fmt)
+
+    @njit(cache=False)
+    def codes(bits, p, neg, lo, flip, zero):
+        q = f32_decoder(p, 8, 0, neg)
+        out = np.empty(len(bits), np.uint8)
+        for i in range(len(bits)):
+            out[i] = _low_code(bits[i], q, _I32(lo), _I32(flip), _I32(zero))
+        return out
+
+    lo, zero = -20, 201
+    got = codes(bits, p, neg, lo, flip, zero)
+    with np.errstate(invalid="ignore"):
+        v = bits.view(f.value_dtype).astype(np.float64) * (-1.0 if neg else 1.0)
+    live = np.isfinite(v) & (v != 0)
+    x = np.where(live, np.abs(v) * 2.0**30, 1).astype(np.int64)
+    last = np.log2(x & -x).astype(np.int64) - 30
+    want = np.where(live, (last - lo + 128 * ((v < 0) ^ flip)) % 256, zero)
+    assert np.array_equal(got, want)

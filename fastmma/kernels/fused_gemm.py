@@ -22,6 +22,18 @@ another way.  For each output element and each group of ``G`` k-terms:
   its leading ``out_man_bits + 1`` (count leading zeros) and ``ldexp`` puts it in place
   (:func:`_finish_row_rz32`).
 
+Pass 2 by fused multiply-adds (fp8 operands, rounding toward zero to f32, x86:
+:func:`_rows_fma`).  A group's fp8 terms are below ``2^15`` grid units, so 32 of them fit
+the window of a float32 "magic" accumulator ``1.5 * 2^23 * g`` whose last bit is the grid
+``g``: a fused multiply-add rounding toward zero then rounds each exact product down onto
+the grid, one vector operation per 16 products where the conversion pass takes four
+(product, scale, truncating conversion, integer add).  Rounding down is truncation for all
+but the negative terms that are not whole on the grid; those are counted in uint8 lanes
+from the exponents of the last set bits of the operands' significands (:class:`LowCodes`)
+and added back.  Both loops keep their running values in registers
+(:mod:`.register_blocks`).  f16, bf16 and tf32 terms (25 fraction bits, up to 2^27 grid
+units) do not fit a float32 window.
+
 Two lane widths.  The float32 path keeps exponents in int8 (64 lanes) where each operand's
 data span at most about 42 binades (any f16 or fp8 data; :func:`exponent_lanes`), else in
 int16 (32 lanes), products and scales in float32 (16 lanes) and sums each group in int32
@@ -74,7 +86,8 @@ from numba import njit, prange
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from .vector_ops import as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
+from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, fma_block
+from .vector_ops import add_i32, as_element_of, clz_u32, fma_f32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
@@ -162,6 +175,33 @@ def _decode_f32(x, q):
     sign = _I32(_I32(x32 & _I32(-2**31)) ^ neg)
     val = ldexp_f32(f32_from_bits(_I32(lshr_i32(mag, align) | sign)), k)
     return (np.float32(0) if dead else val), (_I32(NEG_EXP) if dead else e), dead, special
+
+
+@njit(cache=True, inline="always")
+def _low_code(x, q, lo, flip, zero):
+    """The low code of one element (:class:`LowCodes`): the exponent of the last set bit of
+    its significand less ``lo``, plus 128 where its sign (after negation by ``q``) differs
+    from ``flip`` (1 for B, 0 for A); ``zero`` for a zero or a special.  In the bits of
+    :func:`_decode_f32`'s float32, whose 24-bit significand ``sig`` has its last set bit at
+    ``31 - clz(sig & -sig)``, that exponent is the element's less ``23`` plus that."""
+    up, mag_mask, exp_mask, key, align, exp_shift, bias, k, neg = q
+    x32 = shl_i32(_I32(x), up)
+    mag = _I32(x32 & mag_mask)
+    dead = (_I32(x32 & key) == key) | (mag == _I32(0))
+    f = lshr_i32(mag, align)  # exponent and fraction fields of a float32
+    sig = _I32(_I32(f & _I32(0x7FFFFF)) | (_I32(1 << 23) if _I32(f >> _I32(23)) != _I32(0) else _I32(0)))
+    e = sub_i32(max(lshr_i32(_I32(x32 & exp_mask), exp_shift), _I32(1)), bias)
+    last = sub_i32(e, clz_u32(np.uint32(sig & sub_i32(_I32(0), sig))))  # e - 23 + 31 - clz
+    negative = lshr_i32(_I32(x32 ^ neg), _I32(31))
+    code = add_i32(sub_i32(add_i32(last, _I32(8)), _I32(lo)), shl_i32(_I32(negative ^ _I32(flip)), _I32(7)))
+    return np.uint8(zero if dead else _I32(code & _I32(255)))
+
+
+@njit(cache=True, inline="always")
+def _low_run(src, lrow, n, q, lo, flip, zero):
+    """:func:`_low_code` of ``src[:n]`` into ``lrow[:n]``."""
+    for k in range(n):
+        lrow[k] = _low_code(src[k], q, lo, flip, zero)
 
 
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
@@ -299,15 +339,17 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
 
 
 @njit(parallel=True, cache=True)
-def decode_packed(bits, p, neg, sh, zero, off, vals, exps):
+def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     """Values (times ``2^sh``: float32 ``vals`` only) and exponents (less ``off``; ``zero``
     for zeros and specials, :class:`ExponentLanes`) of the whole of A, laid out as the kernel
     reads them: ``vals[kbi, ib, g, r, k]`` is element ``(ib * MB + r, kbi *
     KB + g * G + k)`` (``vals.shape == (K blocks, M blocks, KB // G, MB, G)``), so that each
     block of rows and k-terms is one contiguous array, group by group, and A is read from
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
-    left unwritten; the kernel never reads them.  Returns ``(special, any)``: which rows
-    hold an inf or NaN, and whether any does."""
+    left unwritten; the kernel never reads them.  Where ``lows`` has rows (the pass by fused
+    multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
+    same layout.  Returns ``(special, any)``: which rows hold an inf or NaN, and whether any
+    does."""
     rows, cols = bits.shape
     nkb, _, ng, MB, G = vals.shape
     KB = ng * G
@@ -323,6 +365,8 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps):
             for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
                 sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
                                   neg, zero, off)
+                if lows.shape[3]:
+                    _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, lo, 0, low_zero)
         special[r] = sp
         write_mxcsr(saved)
     return special, special.any()
@@ -649,6 +693,16 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
     rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`): on a Zen 4 core
     they made GEMMs 8% (f16) to 15% (tf32, e4m3) faster.  The accumulator's exponent is read
     from its value in the scale loop, not kept in an array beside it."""
+    normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po)
+    _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32)
+    _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd)
+
+
+@njit(cache=True, inline="always")
+def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po):
+    """Pass 1 of :func:`_group_row32` and the scales: ``S32`` and ``E`` (the bits of
+    ``2^up`` where the result is True, the group's ``e_max`` where False: whether the
+    shorter, all-normal path applies)."""
     possible, bound = _normal_bound(P, thr, po, max(frac - 126, emin, e_floor))
     below = False
     for h in range(g0, g0 + G, U):  # pass 1: the largest sum of stored exponents
@@ -672,7 +726,13 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
             E[j] = e
             x = sub_i32(top, _I32(e))
             S32[j] = f32_from_bits(_I32(x << _I32(23))) if x > _I32(0) else np.float32(0)
-    _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32)
+    return normal
+
+
+@njit(cache=True, inline="always")
+def _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd):
+    """The group's sums ``T32`` and the accumulator ``acc`` rounded into ``acc``, as
+    :func:`_pass1_scale` left ``E`` (``normal``)."""
     if rnd == ROUND_RZ:
         # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it
         wraps = G == WRAPPING_GROUP and _may_wrap(T32, nb, frac)
@@ -719,16 +779,122 @@ def _group_row64(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh
 
 
 @njit(cache=True, inline="always")
-def _rows(tile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, frac, sh, e_zero, omb,
-          rnd, emin, thr, po, G, U, wide):
-    """One group for ``mb`` rows of a tile."""
+def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, sh, e_zero, omb, rnd, emin, thr, po,
+          lc, G, U, wide):
+    """One group for ``mb`` rows of a tile, pass 2 by truncating conversions (``a_low``,
+    ``lpan`` and ``lc`` are :func:`_rows_fma`'s, unused here)."""
+    E, S, T, P = work[0][0], work[1][0], work[2][0], work[3]
     for r in range(mb):
         if wide:
-            _group_row64(tile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, frac,
+            _group_row64(tile[r], G, U, g0, nb, a_exp, a_val, r, -g0, epan, bpan, E, S, T, frac,
                          sh, e_zero, omb, rnd, emin)
         else:
-            _group_row32(tile[r], G, U, g0, nb, a_exp, a_val, i0 + r, kb, epan, bpan, E, S, T, P, frac,
+            _group_row32(tile[r], G, U, g0, nb, a_exp, a_val, r, -g0, epan, bpan, E, S, T, P, frac,
                          sh, e_zero, omb, rnd, emin, thr, po)
+
+
+# ---------------------------------------------------------------- pass 2 by fused multiply-adds
+
+
+@njit(cache=True, inline="always")
+def _magic_start(S32, M, F, C, nb, sh, lc):
+    """Each column's magic accumulator ``M = 1.5 * 2^23 * g`` on the group's grid ``g =
+    2^(e_max - frac + sh)`` (from ``S32 = 1/g``; where the grid passes every product, at
+    the coarser grid of ``lc``'s cap, on which every term still truncates to 0), a copy of
+    it in ``F`` for the fused multiply-adds, and in ``C`` the threshold of
+    :func:`_count_nonintegers`: ``e_max - frac - wmin``, clamped to ``[0, span]``."""
+    wmin, span, m_cap = _I32(lc[4]), _I32(lc[5]), _I32(lc[6])
+    t0 = sub_i32(_I32(127 - sh), wmin)
+    for j in range(nb):
+        sf = lshr_i32(f32_bits(S32[j]), _I32(23))  # S32's exponent field (0 where it underflowed)
+        mf = min(sub_i32(_I32(277), sf), m_cap)  # 277 = 127 + 127 + 23
+        m = f32_from_bits(_I32(shl_i32(mf, _I32(23)) | _I32(1 << 22)))
+        M[j] = m
+        F[j] = m
+        t = min(max(sub_i32(t0, sf), _I32(0)), span)
+        C[j] = np.uint8(span if sf == _I32(0) else t)
+
+
+@njit(cache=True, inline="always")
+def _count_nonintegers(la, lg, C, r0, nr, nb, G):
+    """``C[q, j]`` <- the number of the group's terms of row ``r0 + q`` and column ``j`` that
+    are negative and not whole on the grid: ``C`` holds the thresholds of
+    :func:`_magic_start`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
+    :class:`LowCodes`) falls exactly for such terms.  Whole blocks by
+    :func:`.register_blocks.count_block`, the rest by the loop vectoriser (64 uint8 lanes)."""
+    jt = 0
+    if nr == ROWS:
+        jt = nb - nb % BYTE_COLUMNS
+        for j0 in range(0, jt, BYTE_COLUMNS):
+            count_block(la, lg, C, r0, j0, G)
+    for q in range(nr):
+        for j in range(jt, nb):
+            c = C[q, j]
+            n = np.uint8(0)
+            for k in range(G):
+                n = np.uint8(n + np.uint8(np.uint8(la[r0 + q, k] + lg[k, j]) < c))
+            C[q, j] = n
+
+
+@njit(cache=True, inline="always")
+def _fma_tail(av, bg, F, r0, nr, j0, nb, G):
+    """:func:`.register_blocks.fma_block`'s chains for rows ``r0 .. r0 + nr`` and columns ``j0 ..
+    nb`` that do not fill a block, by the loop vectoriser."""
+    for q in range(nr):
+        for j in range(j0, nb):
+            t = F[q, j]
+            for k in range(G):
+                t = fma_f32(av[r0 + q, k], bg[k, j], t)
+            F[q, j] = t
+
+
+@njit(cache=True, inline="always")
+def _floor_sums(F, M, C, T32, nb):
+    """``T32`` <- the group's sums of truncated terms: ``(F - M) / g``, the sum of the terms
+    rounded down (exact: a difference on the grid, scaled by a power of two), plus the count
+    of negative terms that rounding down moved away from zero."""
+    top = _I32(np.uint32(277 << 23))  # the exponent field of 1/g is 277 less M's
+    for j in range(nb):
+        m = M[j]
+        sc = f32_from_bits(sub_i32(top, _I32(f32_bits(m) & _I32(0x7F800000))))
+        T32[j] = add_i32(_I32((F[j] - m) * sc), _I32(C[j]))
+
+
+@njit(cache=True, inline="always")
+def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, sh, e_zero, omb, rnd, emin, thr,
+              po, lc, G, U):
+    """One group for ``mb`` rows of a tile, pass 2 by fused multiply-adds: the same sums as
+    :func:`_pass2`, in one vector operation per 16 products instead of four.
+
+    Each column's terms are added, by fused multiply-adds rounding toward zero (the
+    caller's MXCSR), onto the magic number ``M = 1.5 * 2^23 * g`` (:func:`_magic_start`),
+    whose last bit is the grid ``g``: the sum stays in ``[2^23 g, 2^24 g)`` (a group's terms
+    are below ``2^(frac + 2)`` grid units, and ``G * 2^(frac + 2) <= 2^22``), so each
+    addition rounds one exact product down onto the grid.  Rounding down is the rule's
+    truncation for a positive term; a negative term that is not whole lands one unit
+    further from zero, and :func:`_count_nonintegers` counts those.  The chains run in
+    blocks of :data:`.register_blocks.ROWS` rows and :data:`.register_blocks.COLUMNS` columns whose sums
+    stay in registers (:func:`.register_blocks.fma_block`).  Rounding toward zero to f32 on x86
+    only (the driver checks)."""
+    E4, S4, T4, P, M4, F4, C4, normal4 = work
+    bg = bpan[g0:g0 + G]
+    lg = lpan[g0:g0 + G]
+    for r0 in range(0, mb, ROWS):
+        nr = min(ROWS, mb - r0)
+        for q in range(nr):
+            normal4[q] = _pass1_scale(tile[r0 + q], G, U, g0, nb, a_exp, r0 + q, -g0, epan, E4[q], S4[q], P, frac,
+                                      sh, e_zero, rnd, emin, thr, po)
+            _magic_start(S4[q], M4[q], F4[q], C4[q], nb, sh, lc)
+        jt = 0
+        if nr == ROWS:
+            jt = nb - nb % COLUMNS
+            for j0 in range(0, jt, COLUMNS):
+                fma_block(a_val, bg, F4, r0, j0, G)
+        _fma_tail(a_val, bg, F4, r0, nr, jt, nb, G)
+        _count_nonintegers(a_low, lg, C4, r0, nr, nb, G)
+        for q in range(nr):
+            _floor_sums(F4[q], M4[q], C4[q], T4[q], nb)
+            _finish_group(tile[r0 + q], normal4[q], G, nb, E4[q], T4[q], frac, omb, rnd)
 
 
 # One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
@@ -738,43 +904,48 @@ def _rows(tile, mb, g0, nb, a_val, a_exp, i0, kb, kbs, epan, bpan, E, S, T, P, f
 # and where numba's pruning of reference counts fails (it did for the int8 lanes), an
 # atomic increment and decrement per array per row cost a quarter of the kernel's time.
 @njit(cache=True, _nrt=False)
-def _rows_g4_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 4, 4, False)
+def _rows_g4_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 4, 4, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g8_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 8, 8, False)
+def _rows_g8_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 8, 8, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g16_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 16, 16, False)
+def _rows_g16_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 16, 16, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g32_32(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 32, 16, False)
+def _rows_g32_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16, False)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g4_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 4, 4, True)
+def _rows_g4_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 4, 4, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g8_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 8, 8, True)
+def _rows_g8_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 8, 8, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g16_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 16, 16, True)
+def _rows_g16_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 16, 16, True)
 
 
 @njit(cache=True, _nrt=False)
-def _rows_g32_64(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po):
-    _rows(t, mb, g0, nb, av, ae, i0, kb, kbs, ep, bp, E, S, T, P, f, sh, ez, o, r, em, th, po, 32, 16, True)
+def _rows_g32_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16, True)
+
+
+@njit(cache=True, _nrt=False)
+def _rows_fma_g32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows_fma(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16)
 
 
 @njit(cache=True, inline="always")
@@ -787,10 +958,12 @@ def _aligned_empty(n, dtype):
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac, sh, e_zero, omb, rnd, c_emin,
-               d_emin, KB, NB, MB):
+def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G, wide, fma, frac, sh, e_zero, omb,
+               rnd, c_emin, d_emin, KB, NB, MB):
     """D = C + A @ B into ``out``, which holds C where ``c_in`` (else the accumulator starts
-    at +0 and ``out`` is only written).  Returns whether B holds an inf or NaN."""
+    at +0 and ``out`` is only written).  Returns whether B holds an inf or NaN.  Where
+    ``fma``, pass 2 is :func:`_rows_fma`'s, with B's low codes (``lc``) decoded beside its
+    panel."""
     b_special = np.zeros(b.shape[0], np.bool_)  # per row of B, each set by one thread
     m = out.shape[0]
     kk, n = b.shape
@@ -798,6 +971,8 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
     bq = f32_decoder(bp, b.itemsize * 8, 0, neg_b)
     bpan = _aligned_empty(KB * NB, a_val.dtype).reshape((KB, NB))
     epan = _aligned_empty(KB * NB, a_exp.dtype).reshape((KB, NB))
+    nl = NB if fma else 0
+    lpan = _aligned_empty(KB * nl, np.uint8).reshape((KB, nl))
     nmb = (m + MB - 1) // MB
     for jb in range(0, n, NB):
         nb = min(NB, n - jb)
@@ -808,14 +983,21 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
                 write_mxcsr(_I32(MXCSR_NEAREST))
                 if _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b):
                     b_special[kb + k] = True
+                if fma:
+                    _low_run(b[kb + k, jb:jb + nb], lpan[k], nb, bq, lc[1], 1, lc[3])
                 write_mxcsr(saved)
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
-                E = _aligned_empty(NB, np.int32)
-                P = _aligned_empty(NB, a_exp.dtype)
-                S = _aligned_empty(NB, a_val.dtype)
-                T = _aligned_empty(NB, np.int64 if wide else np.int32)
+                nr = ROWS if fma else 1
+                work = (_aligned_empty(nr * NB, np.int32).reshape((nr, NB)),  # E
+                        _aligned_empty(nr * NB, a_val.dtype).reshape((nr, NB)),  # S
+                        _aligned_empty(nr * NB, np.int64 if wide else np.int32).reshape((nr, NB)),  # T
+                        _aligned_empty(NB, a_exp.dtype),  # P
+                        _aligned_empty(nr * nl, np.float32).reshape((nr, nl)),  # M
+                        _aligned_empty(nr * nl, np.float32).reshape((nr, nl)),  # F
+                        _aligned_empty(nr * nl, np.uint8).reshape((nr, nl)),  # C
+                        np.zeros(ROWS, np.bool_))  # normal
                 tile = _aligned_empty(MB * NB, np.float32).reshape((MB, NB))
                 saved = read_mxcsr()
                 write_mxcsr(_I32(MXCSR_TOWARD_ZERO if rnd == ROUND_RZ and not wide else MXCSR_NEAREST))
@@ -827,9 +1009,11 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
                         tile[r, j] = c
                 apan = a_val[kb // KB, ib]  # this block of A, packed by decode_packed
                 aepan = a_exp[kb // KB, ib]
+                alpan = a_low[kb // KB, ib]
                 for g0 in range(0, kbs, G):
-                    rows(tile, mb, g0, nb, apan[g0 // G], aepan[g0 // G], 0, -g0, kbs, epan, bpan, E, S, T,
-                         P, frac, sh, e_zero, omb, rnd, c_e if g0 == 0 else d_emin, thr, po)
+                    g = g0 // G
+                    rows(tile, mb, g0, nb, apan[g], aepan[g], alpan[g], epan, bpan, lpan, work, frac, sh, e_zero, omb,
+                         rnd, c_e if g0 == 0 else d_emin, thr, po, lc)
                 for r in range(mb):
                     orow = out[i0 + r, jb:jb + nb]
                     for j in range(nb):
@@ -839,55 +1023,63 @@ def _gemm_body(a_val, a_exp, b, bp, neg_b, lanes, out, c_in, rows, G, wide, frac
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_32, 4, False,
+def _g4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_32, 4, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_32, 8, False,
+def _g4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_64, 4, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_32, 16, False,
+def _g8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_32, 8, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_32, 32, False,
+def _g8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_64, 8, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g4_64, 4, True,
+def _g16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_32, 16, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g8_64, 8, True,
+def _g16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_64, 16, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g16_64, 16, True,
+def _g32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_32, 32, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, b, bp, nb_, el, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, b, bp, nb_, el, out, ci, _rows_g32_64, 32, True,
+def _g32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_64, 32, True, False,
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g32, 32, False, True,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
            (4, True): _g4_64, (8, True): _g8_64, (16, True): _g16_64, (32, True): _g32_64}
+#: the kernels whose pass 2 is by fused multiply-adds (:func:`_rows_fma`), by group size
+FMA_KERNELS = {32: _g32_fma}
 
 
 # ---------------------------------------------------------------- specials
@@ -922,18 +1114,20 @@ def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
     return kb, nb, max(1, min(mb, m))
 
 
-def _packed_empty(m, kk, KB, MB, G, *dtypes):
+def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True):
     """Uninitialised arrays for :func:`decode_packed`, one per dtype, carved from one
     buffer, each starting on a cache line (as :func:`_aligned_empty`, in numpy: a compiled
-    function costs microseconds to call from Python)."""
+    function costs microseconds to call from Python).  Without ``low_rows`` the last one
+    has no rows (no low codes to hold)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
-    count = math.prod(shape)
-    sizes = [-(-np.dtype(t).itemsize * count // 64) * 64 for t in dtypes]  # whole cache lines
+    shapes = [shape] * (len(dtypes) - 1) + [shape if low_rows else shape[:3] + (0, G)]
+    counts = [math.prod(s) for s in shapes]
+    sizes = [-(-np.dtype(t).itemsize * count // 64) * 64 for t, count in zip(dtypes, counts)]  # whole cache lines
     buf = np.empty(sum(sizes) + 64, np.uint8)
     start = -buf.ctypes.data % 64
     arrays = []
-    for dtype, size in zip(dtypes, sizes):
-        arrays.append(buf[start:start + size].view(dtype)[:count].reshape(shape))
+    for dtype, size, count, s in zip(dtypes, sizes, counts, shapes):
+        arrays.append(buf[start:start + size].view(dtype)[:count].reshape(s))
         start += size
     return arrays
 
@@ -956,8 +1150,70 @@ def whole_format_lanes(af, bf, frac_bits, e_floor) -> tuple[int, ExponentLanes] 
     return None if sh is None or lanes is None else (sh, lanes)
 
 
+class LowCodes(NamedTuple):
+    """How :func:`_rows_fma` finds, with one uint8 add and compare per term, the terms that
+    rounding down moves away from zero: those that are negative and not whole on the grid.
+
+    A term ``a * b`` is whole on the grid ``2^(e_max - frac)`` unless the exponents of the
+    last set bits of the two significands (``la``, ``lb``) sum below ``e_max - frac``.  A's
+    code is ``la - lo_a``, B's ``lb - lo_b``, each plus 128 by sign (A's where negative, B's
+    where positive), so that the sum of two codes, modulo 256, is ``w = la + lb - wmin`` (in
+    ``[0, span)``) where the signs differ and ``w + 128`` where they agree; it is below the
+    threshold ``clamp(e_max - frac - wmin, 0, span)`` exactly for the terms to count.  A zero
+    (or special) element's code is ``zero_a`` or ``zero_b``, chosen so that no sum with it
+    falls below ``span``.  ``m_cap`` is the exponent field of the largest magic number, on a
+    grid past every product (:func:`_magic_start`)."""
+
+    lo_a: int
+    lo_b: int
+    zero_a: int
+    zero_b: int
+    wmin: int
+    span: int
+    m_cap: int
+
+
+def _zero_code(others, span) -> int | None:
+    """A code that, added to each of ``others`` modulo 256, never falls below ``span``."""
+    for z in range(256):
+        if all((z + o) % 256 >= span for o in others):
+            return z
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def low_codes(af, bf, frac_bits, e_floor, group, sh) -> LowCodes | None:
+    """The :class:`LowCodes` of A's and B's formats (whole ranges), or None where the pass
+    by fused multiply-adds cannot be exact for them: a group's terms must fit the magic
+    number's window (``group * 2^(frac + 2) <= 2^22``), the codes' sums must not wrap into
+    each other (``span <= 128``), zero codes must exist, and every magic number (``e_max``
+    from ``e_floor`` up to the cap, times ``2^sh``) must be a normal float32."""
+    if group << (frac_bits + 2) > 1 << 22:
+        return None
+    (a_lo, a_hi), (b_lo, b_hi) = _whole_range(af), _whole_range(bf)
+    lo_a, lo_b = a_lo - int(af[1]), b_lo - int(bf[1])  # the last bit of the smallest subnormal
+    span_a, span_b = a_hi - lo_a + 1, b_hi - lo_b + 1
+    span = span_a + span_b - 1
+    if span > 128:
+        return None
+    codes_a = [x + 128 * s for x in range(span_a) for s in (0, 1)]
+    codes_b = [x + 128 * s for x in range(span_b) for s in (0, 1)]
+    zero_a, zero_b = _zero_code(codes_b, span), _zero_code(codes_a, span)
+    if zero_a is None or zero_b is None or (zero_a + zero_b) % 256 < span:
+        return None
+    e_cap = a_hi + b_hi + 2 + frac_bits  # 2^(e_cap - frac) passes every product
+    m_cap = 150 + e_cap + sh - frac_bits
+    m_low = 150 + e_floor + sh - frac_bits
+    if not (1 <= m_low and m_cap <= 254):
+        return None
+    return LowCodes(lo_a, lo_b, zero_a, zero_b, lo_a + lo_b, span, m_cap)
+
+
+_NO_LOW_CODES = (0, 0, 0, 0, 0, 0, 0)
+
+
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-               blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None):
+               blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None):
     """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
     ``rule.group``.
 
@@ -967,6 +1223,10 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     and ``exp_lanes=None`` its int8 exponent lanes when :func:`exponent_lanes` allows them
     (for the formats' whole ranges, :func:`whole_format_lanes`, else for the data's);
     True/False and np.int8/np.int16 force a path, chosen for the data's ranges (tests).
+    ``fma=None`` takes pass 2 by fused multiply-adds (:func:`_rows_fma`) where it is exact
+    and fast (the float32 path with the formats' whole ranges, rounding toward zero to f32,
+    a group size with such a kernel, :func:`low_codes`, x86); False never, True wherever it
+    is exact (tests; ValueError elsewhere).
     """
     m, kk = a.shape
     n = b.shape[1]
@@ -991,9 +1251,16 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         lanes = INT32_LANES if wide else exponent_lanes(*a_range, *b_range, exp_lanes)
         if lanes is None:
             raise ValueError("the data's exponent range does not fit int8 exponent lanes")
+    lc = None
+    if fma is not False and not wide and rnd == ROUND_RZ and HAS_MXCSR and rule.group in FMA_KERNELS:
+        lc = low_codes(af, bf, rule.frac_bits, rule.e_zero, rule.group, sh)
+    if fma and lc is None:
+        raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
-    a_val, a_exp = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype)
-    a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp)
+    a_val, a_exp, a_low = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype,
+                                        np.uint8, low_rows=lc is not None)
+    a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp, a_low,
+                                      0 if lc is None else lc.lo_a, 0 if lc is None else lc.zero_a)
     elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
@@ -1004,10 +1271,11 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     else:
         out = np.empty((m, n), np.float32)
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b)
-    b_special = KERNELS[(rule.group, bool(wide))](a_val, a_exp, b, bf, int(neg_b), kernel_lanes, out, bool(use_c),
-                                                  rule.frac_bits, sh, rule.e_zero, rule.out_man_bits, rnd, c_emin,
-                                                  d_emin, KB, NB, MB)
-    del a_val, a_exp
+    kernel = KERNELS[(rule.group, bool(wide))] if lc is None else FMA_KERNELS[rule.group]
+    b_special = kernel(a_val, a_exp, a_low, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if lc is None else tuple(lc),
+                       out, bool(use_c), rule.frac_bits, sh, rule.e_zero, rule.out_man_bits, rnd, c_emin, d_emin,
+                       KB, NB, MB)
+    del a_val, a_exp, a_low
     if whole is not None:  # the rows of A with specials came from decoding it; B's columns need a scan
         special = a_special or b_special
         rows = a_rows

@@ -1,0 +1,70 @@
+"""The register-blocked loops of kernels.register_blocks against plain loops, on views."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from fastmma.kernels.register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, fma_block
+from fastmma.kernels.vector_ops import fma_f32
+
+
+@njit(cache=False)
+def _fma_blocks(a, b, acc, ra, nb, kn):
+    for j0 in range(0, nb, COLUMNS):
+        fma_block(a, b, acc, ra, j0, kn)
+
+
+@njit(cache=False)
+def _count_blocks(a, b, cnt, ra, nb, kn):
+    for j0 in range(0, nb, BYTE_COLUMNS):
+        count_block(a, b, cnt, ra, j0, kn)
+
+
+def _fma_by_hand(a, b, acc, ra, nb, kn):
+    out = acc.copy()
+    for q in range(ROWS):
+        for j in range(nb):
+            t = out[q, j]
+            for k in range(kn):
+                t = fma_f32(a[ra + q, k], b[k, j], t)
+            out[q, j] = t
+    return out
+
+
+_fma_by_hand = njit(cache=False)(_fma_by_hand)
+
+
+@pytest.mark.parametrize("ra, kn", [(0, 32), (5, 7), (3, 1), (2, 0)])
+def test_fma_block_is_a_chain_of_fused_multiply_adds(ra, kn):
+    """Each column's chain, in order, rounded once per step (values whose products need
+    the fused rounding: a separate multiply and add would differ), on a view of B that
+    starts inside a row; the columns past the blocks are not touched."""
+    rng = np.random.default_rng(kn)
+    a = (rng.standard_normal((9, 40)) * 2.0 ** rng.integers(-30, 30, (9, 40))).astype(np.float32)
+    b_all = (rng.standard_normal((45, 2 * COLUMNS + 30)) * 2.0 ** rng.integers(-30, 30, (45, 2 * COLUMNS + 30)))
+    b = b_all.astype(np.float32)[3:3 + kn, 5:]
+    acc = rng.standard_normal((ROWS, b.shape[1])).astype(np.float32)
+    got = acc.copy()
+    _fma_blocks(a, b, got, ra, 2 * COLUMNS, kn)
+    want = _fma_by_hand(a, b, acc, ra, 2 * COLUMNS, kn)
+    assert np.array_equal(got[:, :2 * COLUMNS], want[:, :2 * COLUMNS])
+    assert np.array_equal(got[:, 2 * COLUMNS:], acc[:, 2 * COLUMNS:])
+    if kn:
+        unfused = acc[:, :2 * COLUMNS].astype(np.float32)
+        for k in range(kn):
+            unfused = unfused + a[ra:ra + ROWS, k:k + 1] * b[k, :2 * COLUMNS]
+        assert not np.array_equal(got[:, :2 * COLUMNS], unfused)
+
+
+@pytest.mark.parametrize("ra, kn", [(0, 32), (5, 7), (3, 1), (2, 0)])
+def test_count_block_counts_the_sums_below_each_threshold(ra, kn):
+    rng = np.random.default_rng(kn + 100)
+    a = rng.integers(0, 256, (9, 40)).astype(np.uint8)
+    b = rng.integers(0, 256, (45, 2 * BYTE_COLUMNS + 30)).astype(np.uint8)[2:2 + kn, 3:]
+    thresholds = rng.integers(0, 256, (ROWS, b.shape[1])).astype(np.uint8)
+    got = thresholds.copy()
+    _count_blocks(a, b, got, ra, 2 * BYTE_COLUMNS, kn)
+    sums = (a[ra:ra + ROWS, :kn, None].astype(np.int64) + b[None, :, :2 * BYTE_COLUMNS]) % 256  # [q, k, j]
+    want = (sums < thresholds[:, None, :2 * BYTE_COLUMNS]).sum(axis=1)
+    assert np.array_equal(got[:, :2 * BYTE_COLUMNS], want)
+    assert np.array_equal(got[:, 2 * BYTE_COLUMNS:], thresholds[:, 2 * BYTE_COLUMNS:])
