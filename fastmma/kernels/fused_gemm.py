@@ -612,10 +612,34 @@ def _scale_normal(acc, P, U, S32, nb, frac, sh, po):
     ub = _I32(np.uint32((254 + frac) << 23))  # wraps past 2^31 as int32; the differences do not
     shift = _I32(sh << 23)
     for j in range(nb):
-        eb = max(shl_i32(sub_i32(_I32(P[j]), pb), _I32(23)), _I32(f32_bits(acc[j]) & _I32(0x7F800000)))
-        u = sub_i32(ub, eb)
+        u = sub_i32(ub, _e_max_field(acc[j], P[j], pb))
         U[j] = u
         S32[j] = f32_from_bits(max(sub_i32(u, shift), _I32(0)))  # its exponent field less sh, or +0
+
+
+@njit(cache=True, inline="always")
+def _e_max_field(c, p, pb):
+    """``e_max + 127`` in a float32's exponent field (bits 23 to 30) for the accumulator
+    ``c`` and the largest stored exponent sum ``p`` (:func:`_scale_normal`)."""
+    return max(shl_i32(sub_i32(_I32(p), pb), _I32(23)), _I32(f32_bits(c) & _I32(0x7F800000)))
+
+
+@njit(cache=True, inline="always")
+def _scale_normal_magic(acc, P, U, F, C, nb, frac, sh, po, lc):
+    """:func:`_scale_normal` and :func:`_magic_start` in one loop, from ``e_max``'s field:
+    ``U`` for the rounding, the magic numbers into ``F`` and the thresholds into ``C`` (no
+    ``S32``: the pass by fused multiply-adds has no use for it)."""
+    pb = _I32(-(po + 127))
+    ub = _I32(np.uint32((254 + frac) << 23))
+    m_up = _I32((23 + sh - frac) << 23)  # M's exponent field is e_max's plus 23 + sh - frac
+    e_cap = _I32((lc[6] - (23 + sh - frac)) << 23)  # e_max's field where M reaches lc's cap
+    t0 = _I32(127 + frac + lc[4])  # the threshold is e_max's field less this
+    span = _I32(lc[5])
+    for j in range(nb):
+        eb = _e_max_field(acc[j], P[j], pb)
+        U[j] = sub_i32(ub, eb)
+        F[j] = f32_from_bits(_I32(add_i32(min(eb, e_cap), m_up) | _I32(1 << 22)))
+        C[j] = np.uint8(min(max(sub_i32(lshr_i32(eb, _I32(23)), t0), _I32(0)), span))
 
 
 @njit(cache=True, inline="always")
@@ -693,16 +717,20 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
     rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`): on a Zen 4 core
     they made GEMMs 8% (f16) to 15% (tf32, e4m3) faster.  The accumulator's exponent is read
     from its value in the scale loop, not kept in an array beside it."""
-    normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po)
+    normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po,
+                          S32, T32, _NO_LOW_CODES, False)
     _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32)
     _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd)
 
 
 @njit(cache=True, inline="always")
-def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po):
+def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po, F, C, lc,
+                 magic):
     """Pass 1 of :func:`_group_row32` and the scales: ``S32`` and ``E`` (the bits of
     ``2^up`` where the result is True, the group's ``e_max`` where False: whether the
-    shorter, all-normal path applies)."""
+    shorter, all-normal path applies).  Where ``magic`` (a literal), the all-normal path
+    writes :func:`_rows_fma`'s magic numbers and thresholds into ``F`` and ``C`` instead of
+    ``S32`` (:func:`_scale_normal_magic`)."""
     possible, bound = _normal_bound(P, thr, po, max(frac - 126, emin, e_floor))
     below = False
     for h in range(g0, g0 + G, U):  # pass 1: the largest sum of stored exponents
@@ -714,7 +742,9 @@ def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floo
             P[j] = p
             below |= p < bound
     normal = rnd == ROUND_RZ and HAS_MXCSR and possible and not below
-    if normal:  # E holds the bits of 2^up on this path (U of _scale_normal), e_max on the other
+    if normal and magic:
+        _scale_normal_magic(acc, P, E, F, C, nb, frac, sh, po, lc)
+    elif normal:  # E holds the bits of 2^up on this path (U of _scale_normal), e_max on the other
         _scale_normal(acc, P, E, S32, nb, frac, sh, po)
     else:
         ef, th, off = _I32(e_floor), _I32(thr), _I32(po)
@@ -797,20 +827,18 @@ def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, s
 
 
 @njit(cache=True, inline="always")
-def _magic_start(S32, M, F, C, nb, sh, lc):
+def _magic_start(S32, F, C, nb, sh, lc):
     """Each column's magic accumulator ``M = 1.5 * 2^23 * g`` on the group's grid ``g =
     2^(e_max - frac + sh)`` (from ``S32 = 1/g``; where the grid passes every product, at
-    the coarser grid of ``lc``'s cap, on which every term still truncates to 0), a copy of
-    it in ``F`` for the fused multiply-adds, and in ``C`` the threshold of
+    the coarser grid of ``lc``'s cap, on which every term still truncates to 0) into ``F``,
+    where the fused multiply-adds start, and in ``C`` the threshold of
     :func:`_count_nonintegers`: ``e_max - frac - wmin``, clamped to ``[0, span]``."""
     wmin, span, m_cap = _I32(lc[4]), _I32(lc[5]), _I32(lc[6])
     t0 = sub_i32(_I32(127 - sh), wmin)
     for j in range(nb):
         sf = lshr_i32(f32_bits(S32[j]), _I32(23))  # S32's exponent field (0 where it underflowed)
         mf = min(sub_i32(_I32(277), sf), m_cap)  # 277 = 127 + 127 + 23
-        m = f32_from_bits(_I32(shl_i32(mf, _I32(23)) | _I32(1 << 22)))
-        M[j] = m
-        F[j] = m
+        F[j] = f32_from_bits(_I32(shl_i32(mf, _I32(23)) | _I32(1 << 22)))
         t = min(max(sub_i32(t0, sf), _I32(0)), span)
         C[j] = np.uint8(span if sf == _I32(0) else t)
 
@@ -849,15 +877,13 @@ def _fma_tail(av, bg, F, r0, nr, j0, nb, G):
 
 
 @njit(cache=True, inline="always")
-def _floor_sums(F, M, C, T32, nb):
+def _floor_sums(F, C, T32, nb):
     """``T32`` <- the group's sums of truncated terms: ``(F - M) / g``, the sum of the terms
-    rounded down (exact: a difference on the grid, scaled by a power of two), plus the count
-    of negative terms that rounding down moved away from zero."""
-    top = _I32(np.uint32(277 << 23))  # the exponent field of 1/g is 277 less M's
+    rounded down, plus the count of negative terms that rounding down moved away from zero.
+    ``F`` stays in M's binade, whose last bit is ``g``, so ``(F - M) / g`` is F's fraction
+    field less M's (``2^22``)."""
     for j in range(nb):
-        m = M[j]
-        sc = f32_from_bits(sub_i32(top, _I32(f32_bits(m) & _I32(0x7F800000))))
-        T32[j] = add_i32(_I32((F[j] - m) * sc), _I32(C[j]))
+        T32[j] = add_i32(sub_i32(_I32(f32_bits(F[j]) & _I32(0x7FFFFF)), _I32(1 << 22)), _I32(C[j]))
 
 
 @njit(cache=True, inline="always")
@@ -876,15 +902,16 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
     blocks of :data:`.register_blocks.ROWS` rows and :data:`.register_blocks.COLUMNS` columns whose sums
     stay in registers (:func:`.register_blocks.fma_block`).  Rounding toward zero to f32 on x86
     only (the driver checks)."""
-    E4, S4, T4, P, M4, F4, C4, normal4 = work
+    E4, S4, T4, P, F4, C4, normal4 = work
     bg = bpan[g0:g0 + G]
     lg = lpan[g0:g0 + G]
     for r0 in range(0, mb, ROWS):
         nr = min(ROWS, mb - r0)
         for q in range(nr):
             normal4[q] = _pass1_scale(tile[r0 + q], G, U, g0, nb, a_exp, r0 + q, -g0, epan, E4[q], S4[q], P, frac,
-                                      sh, e_zero, rnd, emin, thr, po)
-            _magic_start(S4[q], M4[q], F4[q], C4[q], nb, sh, lc)
+                                      sh, e_zero, rnd, emin, thr, po, F4[q], C4[q], lc, True)
+            if not normal4[q]:
+                _magic_start(S4[q], F4[q], C4[q], nb, sh, lc)
         jt = 0
         if nr == ROWS:
             jt = nb - nb % COLUMNS
@@ -893,7 +920,7 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
         _fma_tail(a_val, bg, F4, r0, nr, jt, nb, G)
         _count_nonintegers(a_low, lg, C4, r0, nr, nb, G)
         for q in range(nr):
-            _floor_sums(F4[q], M4[q], C4[q], T4[q], nb)
+            _floor_sums(F4[q], C4[q], T4[q], nb)
             _finish_group(tile[r0 + q], normal4[q], G, nb, E4[q], T4[q], frac, omb, rnd)
 
 
@@ -994,7 +1021,6 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
                         _aligned_empty(nr * NB, a_val.dtype).reshape((nr, NB)),  # S
                         _aligned_empty(nr * NB, np.int64 if wide else np.int32).reshape((nr, NB)),  # T
                         _aligned_empty(NB, a_exp.dtype),  # P
-                        _aligned_empty(nr * nl, np.float32).reshape((nr, nl)),  # M
                         _aligned_empty(nr * nl, np.float32).reshape((nr, nl)),  # F
                         _aligned_empty(nr * nl, np.uint8).reshape((nr, nl)),  # C
                         np.zeros(ROWS, np.bool_))  # normal
