@@ -22,8 +22,7 @@ another way.  For each output element and each group of ``G`` k-terms:
   its leading ``out_man_bits + 1`` (count leading zeros) and ``ldexp`` puts it in place
   (:func:`_finish_row_rz32`).
 
-Pass 2 by fused multiply-adds (fp8 operands, rounding toward zero to f32, x86:
-:func:`_rows_fma`).  A group's fp8 terms are below ``2^15`` grid units, so 32 of them fit
+Pass 2 by fused multiply-adds (fp8 operands, x86: :func:`_rows_fma`).  A group's fp8 terms are below ``2^15`` grid units, so 32 of them fit
 the window of a float32 "magic" accumulator ``1.5 * 2^23 * g`` whose last bit is the grid
 ``g``: a fused multiply-add rounding toward zero then rounds each exact product down onto
 the grid, one vector operation per 16 products where the conversion pass takes four
@@ -900,8 +899,9 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
     truncation for a positive term; a negative term that is not whole lands one unit
     further from zero, and :func:`_count_nonintegers` counts those.  The chains run in
     blocks of :data:`.register_blocks.ROWS` rows and :data:`.register_blocks.COLUMNS` columns whose sums
-    stay in registers (:func:`.register_blocks.fma_block`).  Rounding toward zero to f32 on x86
-    only (the driver checks)."""
+    stay in registers (:func:`.register_blocks.fma_block`).  x86 only (the driver checks): the
+    sums round toward zero by MXCSR, which the caller has set so where the results round
+    toward zero to f32, and which is set here around the sums for the other roundings."""
     E4, S4, T4, P, F4, C4, normal4 = work
     bg = bpan[g0:g0 + G]
     lg = lpan[g0:g0 + G]
@@ -912,12 +912,16 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
                                       sh, e_zero, rnd, emin, thr, po, F4[q], C4[q], lc, True)
             if not normal4[q]:
                 _magic_start(S4[q], F4[q], C4[q], nb, sh, lc)
+        saved = read_mxcsr()
+        if rnd != ROUND_RZ:  # the caller rounds to nearest for the f16 results: not in these sums
+            write_mxcsr(_I32(MXCSR_TOWARD_ZERO))
         jt = 0
         if nr == ROWS:
             jt = nb - nb % COLUMNS
             for j0 in range(0, jt, COLUMNS):
                 fma_block(a_val, bg, F4, r0, j0, G)
         _fma_tail(a_val, bg, F4, r0, nr, jt, nb, G)
+        write_mxcsr(saved)
         _count_nonintegers(a_low, lg, C4, r0, nr, nb, G)
         for q in range(nr):
             _floor_sums(F4[q], C4[q], T4[q], nb)
@@ -1249,10 +1253,10 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     and ``exp_lanes=None`` its int8 exponent lanes when :func:`exponent_lanes` allows them
     (for the formats' whole ranges, :func:`whole_format_lanes`, else for the data's);
     True/False and np.int8/np.int16 force a path, chosen for the data's ranges (tests).
-    ``fma=None`` takes pass 2 by fused multiply-adds (:func:`_rows_fma`) where it is exact
-    and fast (the float32 path with the formats' whole ranges, rounding toward zero to f32,
-    a group size with such a kernel, :func:`low_codes`, x86); False never, True wherever it
-    is exact (tests; ValueError elsewhere).
+    ``fma=None`` takes pass 2 by fused multiply-adds (:func:`_rows_fma`) wherever it is
+    exact: the float32 path, a group size with such a kernel, :func:`low_codes` for the
+    formats, x86.  ``fma=False`` never takes it, ``fma=True`` must (ValueError where it
+    cannot; tests).
     """
     m, kk = a.shape
     n = b.shape[1]
@@ -1278,7 +1282,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         if lanes is None:
             raise ValueError("the data's exponent range does not fit int8 exponent lanes")
     lc = None
-    if fma is not False and not wide and rnd == ROUND_RZ and HAS_MXCSR and rule.group in FMA_KERNELS:
+    if fma is not False and not wide and HAS_MXCSR and rule.group in FMA_KERNELS:
         lc = low_codes(af, bf, rule.frac_bits, rule.e_zero, rule.group, sh)
     if fma and lc is None:
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
