@@ -68,3 +68,14 @@ def test_count_block_counts_the_sums_below_each_threshold(ra, kn):
     want = (sums < thresholds[:, None, :2 * BYTE_COLUMNS]).sum(axis=1)
     assert np.array_equal(got[:, :2 * BYTE_COLUMNS], want)
     assert np.array_equal(got[:, 2 * BYTE_COLUMNS:], thresholds[:, 2 * BYTE_COLUMNS:])
+
+
+def test_fits_registers_reads_numbas_target_features(monkeypatch):
+    from numba import config
+
+    from fastmma.kernels.register_blocks import fits_registers
+
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f,+avx512bw")
+    assert fits_registers()
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,-avx512f,-avx512bw")
+    assert not fits_registers()

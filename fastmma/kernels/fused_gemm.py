@@ -85,7 +85,7 @@ from numba import njit, prange
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, fma_block
+from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, fits_registers, fma_block
 from .vector_ops import add_i32, as_element_of, clz_u32, fma_f32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
@@ -1254,9 +1254,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     (for the formats' whole ranges, :func:`whole_format_lanes`, else for the data's);
     True/False and np.int8/np.int16 force a path, chosen for the data's ranges (tests).
     ``fma=None`` takes pass 2 by fused multiply-adds (:func:`_rows_fma`) wherever it is
-    exact: the float32 path, a group size with such a kernel, :func:`low_codes` for the
-    formats, x86.  ``fma=False`` never takes it, ``fma=True`` must (ValueError where it
-    cannot; tests).
+    exact and fast: the float32 path, a group size with such a kernel, :func:`low_codes`
+    for the formats, x86 with AVX-512 (:func:`.register_blocks.fits_registers`).
+    ``fma=False`` never takes it, ``fma=True`` must (ValueError where it cannot; tests).
     """
     m, kk = a.shape
     n = b.shape[1]
@@ -1284,6 +1284,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     lc = None
     if fma is not False and not wide and HAS_MXCSR and rule.group in FMA_KERNELS:
         lc = low_codes(af, bf, rule.frac_bits, rule.e_zero, rule.group, sh)
+    if fma is None and not fits_registers():
+        lc = None
     if fma and lc is None:
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
