@@ -22,8 +22,9 @@ another way.  For each output element and each group of ``G`` k-terms:
   its leading ``out_man_bits + 1`` (count leading zeros) and ``ldexp`` puts it in place
   (:func:`_finish_row_rz32`).
 
-Pass 2 by fused multiply-adds (fp8 operands, x86: :func:`_rows_fma`).  A group's fp8 terms are below ``2^15`` grid units, so 32 of them fit
-the window of a float32 "magic" accumulator ``1.5 * 2^23 * g`` whose last bit is the grid
+Pass 2 by fused multiply-adds (fp8 operands, x86 with AVX-512: :func:`_rows_fma`).  A
+group's fp8 terms are below ``2^15`` grid units, so 32 of them fit the window of a float32
+"magic" accumulator ``1.5 * 2^23 * g`` whose last bit is the grid
 ``g``: a fused multiply-add rounding toward zero then rounds each exact product down onto
 the grid, one vector operation per 16 products where the conversion pass takes four
 (product, scale, truncating conversion, integer add).  Rounding down is truncation for all
