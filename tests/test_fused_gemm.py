@@ -871,24 +871,29 @@ def test_low_codes_count_exactly_the_negative_terms_off_the_grid(fa, fb):
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
 @pytest.mark.parametrize("neg, flip", [(0, 0), (1, 0), (0, 1)])
 def test_low_code_of_every_pattern(fmt, neg, flip):
-    """_low_code against the last set bit's exponent found from the value itself (times
-    2^30, an integer, whose lowest set bit is isolated by ``x & -x``)."""
-    from fastmma.kernels.fused_gemm import _I32, _low_code, f32_decoder
+    """_low_code (of _decode_f32's value, scaled by 2^scale) against the last set bit's
+    exponent found from the value itself (times 2^30, an integer, whose lowest set bit is
+    isolated by ``x & -x``); the scales put A's values among float32 subnormals and near
+    2^127."""
+    from fastmma.kernels.fused_gemm import _I32, _decode_f32, _low_code, f32_decoder
 
     f = get_format(fmt)
     bits = np.arange(256, dtype=np.uint8)
     p = format_params(fmt)
 
     @njit(cache=False)
-    def codes(bits, p, neg, lo, flip, zero):
-        q = f32_decoder(p, 8, 0, neg)
+    def codes(bits, p, neg, scale, lo, flip, zero):
+        q = f32_decoder(p, 8, scale, neg)
         out = np.empty(len(bits), np.uint8)
         for i in range(len(bits)):
-            out[i] = _low_code(bits[i], q, _I32(lo), _I32(flip), _I32(zero))
+            v, e, dead, special = _decode_f32(bits[i], q)
+            out[i] = _low_code(v, dead, scale, _I32(lo), _I32(flip), _I32(zero))
         return out
 
     lo, zero = -20, 201
-    got = codes(bits, p, neg, lo, flip, zero)
+    got = codes(bits, p, neg, 0, lo, flip, zero)
+    for scale in (-125, 100):  # e5m2's values times 2^-125 reach 2^-141, times 2^100 2^116
+        assert np.array_equal(codes(bits, p, neg, scale, lo, flip, zero), got)
     with np.errstate(invalid="ignore"):
         v = bits.view(f.value_dtype).astype(np.float64) * (-1.0 if neg else 1.0)
     live = np.isfinite(v) & (v != 0)

@@ -178,30 +178,29 @@ def _decode_f32(x, q):
 
 
 @njit(cache=True, inline="always")
-def _low_code(x, q, lo, flip, zero):
-    """The low code of one element (:class:`LowCodes`): the exponent of the last set bit of
-    its significand less ``lo``, plus 128 where its sign (after negation by ``q``) differs
-    from ``flip`` (1 for B, 0 for A); ``zero`` for a zero or a special.  In the bits of
-    :func:`_decode_f32`'s float32, whose 24-bit significand ``sig`` has its last set bit at
-    ``31 - clz(sig & -sig)``, that exponent is the element's less ``23`` plus that."""
-    up, mag_mask, exp_mask, key, align, exp_shift, bias, k, neg = q
-    x32 = shl_i32(_I32(x), up)
-    mag = _I32(x32 & mag_mask)
-    dead = (_I32(x32 & key) == key) | (mag == _I32(0))
-    f = lshr_i32(mag, align)  # exponent and fraction fields of a float32
-    sig = _I32(_I32(f & _I32(0x7FFFFF)) | (_I32(1 << 23) if _I32(f >> _I32(23)) != _I32(0) else _I32(0)))
-    e = sub_i32(max(lshr_i32(_I32(x32 & exp_mask), exp_shift), _I32(1)), bias)
-    last = sub_i32(e, clz_u32(np.uint32(sig & sub_i32(_I32(0), sig))))  # e - 23 + 31 - clz
-    negative = lshr_i32(_I32(x32 ^ neg), _I32(31))
-    code = add_i32(sub_i32(add_i32(last, _I32(8)), _I32(lo)), shl_i32(_I32(negative ^ _I32(flip)), _I32(7)))
+def _low_code(v, dead, scale, lo, flip, zero):
+    """The low code (:class:`LowCodes`) of an element that :func:`_decode_f32` gave as ``v``
+    (its value times ``2^scale``) and ``dead``: the exponent of the last set bit of its
+    significand less ``lo``, plus 128 where its sign differs from ``flip`` (1 for B, 0 for
+    A); ``zero`` for a zero or a special.  ``v``'s 24-bit significand ``sig`` (no leading
+    bit where ``v`` is a float32 subnormal) has its last set bit at ``31 - clz(sig &
+    -sig)``, above ``v``'s exponent less 23."""
+    bits = f32_bits(v)
+    field = _I32(lshr_i32(bits, _I32(23)) & _I32(255))
+    sig = _I32(_I32(bits & _I32(0x7FFFFF)) | (_I32(1 << 23) if field != _I32(0) else _I32(0)))
+    last = sub_i32(max(field, _I32(1)), clz_u32(np.uint32(sig & sub_i32(_I32(0), sig))))  # less 127 - 8 + scale
+    negative = lshr_i32(bits, _I32(31))
+    code = add_i32(sub_i32(last, _I32(119 + scale + lo)), shl_i32(_I32(negative ^ _I32(flip)), _I32(7)))
     return np.uint8(zero if dead else _I32(code & _I32(255)))
 
 
 @njit(cache=True, inline="always")
-def _low_run(src, lrow, n, q, lo, flip, zero):
-    """:func:`_low_code` of ``src[:n]`` into ``lrow[:n]``."""
+def _low_run(src, lrow, n, q, scale, lo, flip, zero):
+    """:func:`_low_code` of ``src[:n]`` (decoded by ``q``, scaled by ``2^scale``) into
+    ``lrow[:n]``."""
     for k in range(n):
-        lrow[k] = _low_code(src[k], q, lo, flip, zero)
+        v, e, dead, special = _decode_f32(src[k], q)
+        lrow[k] = _low_code(v, dead, scale, lo, flip, zero)
 
 
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
@@ -366,7 +365,7 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
                 sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
                                   neg, zero, off)
                 if lows.shape[3]:
-                    _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, lo, 0, low_zero)
+                    _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, sh, lo, 0, low_zero)
         special[r] = sp
         write_mxcsr(saved)
     return special, special.any()
@@ -631,15 +630,22 @@ def _scale_normal_magic(acc, P, U, F, C, nb, frac, sh, po, lc):
     ``S32``: the pass by fused multiply-adds has no use for it)."""
     pb = _I32(-(po + 127))
     ub = _I32(np.uint32((254 + frac) << 23))
-    m_up = _I32((23 + sh - frac) << 23)  # M's exponent field is e_max's plus 23 + sh - frac
-    e_cap = _I32((lc[6] - (23 + sh - frac)) << 23)  # e_max's field where M reaches lc's cap
-    t0 = _I32(127 + frac + lc[4])  # the threshold is e_max's field less this
-    span = _I32(lc[5])
     for j in range(nb):
         eb = _e_max_field(acc[j], P[j], pb)
         U[j] = sub_i32(ub, eb)
-        F[j] = f32_from_bits(_I32(add_i32(min(eb, e_cap), m_up) | _I32(1 << 22)))
-        C[j] = np.uint8(min(max(sub_i32(lshr_i32(eb, _I32(23)), t0), _I32(0)), span))
+        F[j], C[j] = _magic(lshr_i32(eb, _I32(23)), frac, sh, lc)
+
+
+@njit(cache=True, inline="always")
+def _magic(be, frac, sh, lc):
+    """``(M, threshold)`` for a group whose ``e_max`` is ``be - 127``: the magic number ``M =
+    1.5 * 2^23 * g`` on the grid ``g = 2^(e_max - frac + sh)`` (where the grid passes every
+    product, at the coarser grid of ``lc``'s cap, on which every term still truncates to
+    0), and the threshold of :func:`_count_nonintegers`, ``e_max - frac - wmin`` clamped
+    to ``[0, span]``."""
+    field = add_i32(min(be, _I32(lc[6] - (23 + sh - frac))), _I32(23 + sh - frac))  # M's exponent field
+    t = min(max(sub_i32(be, _I32(127 + frac + lc[4])), _I32(0)), _I32(lc[5]))
+    return f32_from_bits(_I32(shl_i32(field, _I32(23)) | _I32(1 << 22))), np.uint8(t)
 
 
 @njit(cache=True, inline="always")
@@ -827,27 +833,17 @@ def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, s
 
 
 @njit(cache=True, inline="always")
-def _magic_start(S32, F, C, nb, sh, lc):
-    """Each column's magic accumulator ``M = 1.5 * 2^23 * g`` on the group's grid ``g =
-    2^(e_max - frac + sh)`` (from ``S32 = 1/g``; where the grid passes every product, at
-    the coarser grid of ``lc``'s cap, on which every term still truncates to 0) into ``F``,
-    where the fused multiply-adds start, and in ``C`` the threshold of
-    :func:`_count_nonintegers`: ``e_max - frac - wmin``, clamped to ``[0, span]``."""
-    wmin, span, m_cap = _I32(lc[4]), _I32(lc[5]), _I32(lc[6])
-    t0 = sub_i32(_I32(127 - sh), wmin)
+def _magic_start(E, F, C, nb, frac, sh, lc):
+    """:func:`_magic` for each column of the general path, whose ``E`` holds ``e_max``."""
     for j in range(nb):
-        sf = lshr_i32(f32_bits(S32[j]), _I32(23))  # S32's exponent field (0 where it underflowed)
-        mf = min(sub_i32(_I32(277), sf), m_cap)  # 277 = 127 + 127 + 23
-        F[j] = f32_from_bits(_I32(shl_i32(mf, _I32(23)) | _I32(1 << 22)))
-        t = min(max(sub_i32(t0, sf), _I32(0)), span)
-        C[j] = np.uint8(span if sf == _I32(0) else t)
+        F[j], C[j] = _magic(add_i32(E[j], _I32(127)), frac, sh, lc)
 
 
 @njit(cache=True, inline="always")
 def _count_nonintegers(la, lg, C, r0, nr, nb, G):
     """``C[q, j]`` <- the number of the group's terms of row ``r0 + q`` and column ``j`` that
     are negative and not whole on the grid: ``C`` holds the thresholds of
-    :func:`_magic_start`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
+    :func:`_magic`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
     :class:`LowCodes`) falls exactly for such terms.  Whole blocks by
     :func:`.register_blocks.count_block`, the rest by the loop vectoriser (64 uint8 lanes)."""
     jt = 0
@@ -893,7 +889,7 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
     :func:`_pass2`, in one vector operation per 16 products instead of four.
 
     Each column's terms are added, by fused multiply-adds rounding toward zero (the
-    caller's MXCSR), onto the magic number ``M = 1.5 * 2^23 * g`` (:func:`_magic_start`),
+    caller's MXCSR), onto the magic number ``M = 1.5 * 2^23 * g`` (:func:`_magic`),
     whose last bit is the grid ``g``: the sum stays in ``[2^23 g, 2^24 g)`` (a group's terms
     are below ``2^(frac + 2)`` grid units, and ``G * 2^(frac + 2) <= 2^22``), so each
     addition rounds one exact product down onto the grid.  Rounding down is the rule's
@@ -912,7 +908,7 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
             normal4[q] = _pass1_scale(tile[r0 + q], G, U, g0, nb, a_exp, r0 + q, -g0, epan, E4[q], S4[q], P, frac,
                                       sh, e_zero, rnd, emin, thr, po, F4[q], C4[q], lc, True)
             if not normal4[q]:
-                _magic_start(S4[q], F4[q], C4[q], nb, sh, lc)
+                _magic_start(E4[q], F4[q], C4[q], nb, frac, sh, lc)
         saved = read_mxcsr()
         if rnd != ROUND_RZ:  # the caller rounds to nearest for the f16 results: not in these sums
             write_mxcsr(_I32(MXCSR_TOWARD_ZERO))
@@ -1016,7 +1012,7 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
                 if _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b):
                     b_special[kb + k] = True
                 if fma:
-                    _low_run(b[kb + k, jb:jb + nb], lpan[k], nb, bq, lc[1], 1, lc[3])
+                    _low_run(b[kb + k, jb:jb + nb], lpan[k], nb, bq, 0, lc[1], 1, lc[3])
                 write_mxcsr(saved)
             for ib in prange(nmb):
                 i0 = ib * MB
@@ -1193,7 +1189,7 @@ class LowCodes(NamedTuple):
     threshold ``clamp(e_max - frac - wmin, 0, span)`` exactly for the terms to count.  A zero
     (or special) element's code is ``zero_a`` or ``zero_b``, chosen so that no sum with it
     falls below ``span``.  ``m_cap`` is the exponent field of the largest magic number, on a
-    grid past every product (:func:`_magic_start`)."""
+    grid past every product (:func:`_magic`)."""
 
     lo_a: int
     lo_b: int
