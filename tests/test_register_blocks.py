@@ -58,12 +58,15 @@ def test_fma_block_is_a_chain_of_fused_multiply_adds(ra, kn):
 
 @pytest.mark.parametrize("ra, kn", [(0, 32), (5, 7), (3, 1), (2, 0)])
 def test_count_block_counts_the_sums_below_each_threshold(ra, kn):
+    """A's codes come as uint32 with the code in each of their four bytes; every 0/1 count
+    and threshold, on a view of B that starts inside a row; the columns past the blocks are
+    not touched."""
     rng = np.random.default_rng(kn + 100)
     a = rng.integers(0, 256, (9, 40)).astype(np.uint8)
     b = rng.integers(0, 256, (45, 2 * BYTE_COLUMNS + 30)).astype(np.uint8)[2:2 + kn, 3:]
     thresholds = rng.integers(0, 256, (ROWS, b.shape[1])).astype(np.uint8)
     got = thresholds.copy()
-    _count_blocks(a, b, got, ra, 2 * BYTE_COLUMNS, kn)
+    _count_blocks(a.astype(np.uint32) * np.uint32(0x01010101), b, got, ra, 2 * BYTE_COLUMNS, kn)
     sums = (a[ra:ra + ROWS, :kn, None].astype(np.int64) + b[None, :, :2 * BYTE_COLUMNS]) % 256  # [q, k, j]
     want = (sums < thresholds[:, None, :2 * BYTE_COLUMNS]).sum(axis=1)
     assert np.array_equal(got[:, :2 * BYTE_COLUMNS], want)

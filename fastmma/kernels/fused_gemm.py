@@ -197,10 +197,14 @@ def _low_code(v, dead, scale, lo, flip, zero):
 @njit(cache=True, inline="always")
 def _low_run(src, lrow, n, q, scale, lo, flip, zero):
     """:func:`_low_code` of ``src[:n]`` (decoded by ``q``, scaled by ``2^scale``) into
-    ``lrow[:n]``."""
+    ``lrow[:n]``: uint8, or uint32 with the code in each of its bytes."""
     for k in range(n):
         v, e, dead, special = _decode_f32(src[k], q)
-        lrow[k] = _low_code(v, dead, scale, lo, flip, zero)
+        code = _low_code(v, dead, scale, lo, flip, zero)
+        if lrow.itemsize == 4:  # A's, in every byte
+            lrow[k] = np.uint32(np.uint32(code) * np.uint32(0x01010101))
+        else:
+            lrow[k] = code
 
 
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
@@ -347,7 +351,7 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
     left unwritten; the kernel never reads them.  Where ``lows`` has rows (the pass by fused
     multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
-    same layout.  Returns ``(special, any)``: which rows hold an inf or NaN, and whether any
+    same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).  Returns ``(special, any)``: which rows hold an inf or NaN, and whether any
     does."""
     rows, cols = bits.shape
     nkb, _, ng, MB, G = vals.shape
@@ -633,19 +637,22 @@ def _scale_normal_magic(acc, P, U, F, C, nb, frac, sh, po, lc):
     for j in range(nb):
         eb = _e_max_field(acc[j], P[j], pb)
         U[j] = sub_i32(ub, eb)
-        F[j], C[j] = _magic(lshr_i32(eb, _I32(23)), frac, sh, lc)
+        F[j], C[j] = _magic(eb, frac, sh, lc)
 
 
 @njit(cache=True, inline="always")
-def _magic(be, frac, sh, lc):
-    """``(M, threshold)`` for a group whose ``e_max`` is ``be - 127``: the magic number ``M =
-    1.5 * 2^23 * g`` on the grid ``g = 2^(e_max - frac + sh)`` (where the grid passes every
-    product, at the coarser grid of ``lc``'s cap, on which every term still truncates to
-    0), and the threshold of :func:`_count_nonintegers`, ``e_max - frac - wmin`` clamped
-    to ``[0, span]``."""
-    field = add_i32(min(be, _I32(lc[6] - (23 + sh - frac))), _I32(23 + sh - frac))  # M's exponent field
-    t = min(max(sub_i32(be, _I32(127 + frac + lc[4])), _I32(0)), _I32(lc[5]))
-    return f32_from_bits(_I32(shl_i32(field, _I32(23)) | _I32(1 << 22))), np.uint8(t)
+def _magic(eb, frac, sh, lc):
+    """``(M, threshold)`` for a group whose ``e_max + 127`` is ``eb``'s field (bits 23 to
+    30; the others clear): the magic number ``M = 1.5 * 2^23 * g`` on the grid ``g =
+    2^(e_max - frac + sh)`` (where the grid passes every product, at the coarser grid of
+    ``lc``'s cap, on which every term still truncates to 0), and the threshold of
+    :func:`_count_nonintegers`, ``e_max - frac - wmin`` clamped to ``[0, span]``.  M's
+    bits are ``eb``'s field moved by ``23 + sh - frac`` and its top fraction bit, all in
+    one add to the field in place."""
+    up = 23 + sh - frac
+    bits = add_i32(min(eb, _I32((lc[6] - up) << 23)), _I32(np.int64(up << 23) + (1 << 22)))
+    t = min(max(sub_i32(_I32(eb >> _I32(23)), _I32(127 + frac + lc[4])), _I32(0)), _I32(lc[5]))
+    return f32_from_bits(bits), np.uint8(t)
 
 
 @njit(cache=True, inline="always")
@@ -836,7 +843,7 @@ def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, s
 def _magic_start(E, F, C, nb, frac, sh, lc):
     """:func:`_magic` for each column of the general path, whose ``E`` holds ``e_max``."""
     for j in range(nb):
-        F[j], C[j] = _magic(add_i32(E[j], _I32(127)), frac, sh, lc)
+        F[j], C[j] = _magic(shl_i32(add_i32(E[j], _I32(127)), _I32(23)), frac, sh, lc)
 
 
 @njit(cache=True, inline="always")
@@ -856,7 +863,7 @@ def _count_nonintegers(la, lg, C, r0, nr, nb, G):
             c = C[q, j]
             n = np.uint8(0)
             for k in range(G):
-                n = np.uint8(n + np.uint8(np.uint8(la[r0 + q, k] + lg[k, j]) < c))
+                n = np.uint8(n + np.uint8(np.uint8(np.uint8(la[r0 + q, k]) + lg[k, j]) < c))
             C[q, j] = n
 
 
@@ -1287,7 +1294,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
     a_val, a_exp, a_low = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype,
-                                        np.uint8, low_rows=lc is not None)
+                                        np.uint32, low_rows=lc is not None)
     a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp, a_low,
                                       0 if lc is None else lc.lo_a, 0 if lc is None else lc.zero_a)
     elems = None  # the C elements that are inf or NaN, where there are any
