@@ -124,10 +124,14 @@ def _opaque_ones(builder):
     """A vector of 64 ones that LLVM cannot see is constant (an empty inline asm passes it
     through, in the function's entry block).  With a visible constant, LLVM turns ``n +
     (below ? 1 : 0)`` into ``n - sext(below)``, two instructions (mask to vector, subtract)
-    where a masked add is one."""
+    where AVX-512's masked add is one.  Without AVX-512 no register holds 64 bytes, the asm
+    could not be given one, and the constant is used as it is."""
+    ones = ir.Constant(_V64B, [1] * 64)
+    if not fits_registers():
+        return ones
     with builder.goto_entry_block():
         asm = ir.InlineAsm(ir.FunctionType(_V64B, [_V64B]), "", "=v,0")
-        return builder.call(asm, [ir.Constant(_V64B, [1] * 64)])
+        return builder.call(asm, [ones])
 
 
 def _count_step(builder, counts, a_k, b_k, thresholds):
