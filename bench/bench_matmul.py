@@ -125,14 +125,14 @@ def bench_against_mmasim(benchmark, record_speedup, size):
 
 
 PEAK_SCRIPT = """
-import sys, threading, time, numpy as np, fastmma
+import sys, threading, time, ml_dtypes, numpy as np, fastmma
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
-n = int(sys.argv[1])
+n, dtype, instruction = int(sys.argv[1]), getattr(ml_dtypes, sys.argv[2], None) or np.dtype(sys.argv[2]), sys.argv[3]
 rng = np.random.default_rng(0)
-A = rng.standard_normal((n, n)).astype(np.float16); B = rng.standard_normal((n, n)).astype(np.float16)
-fastmma.matmul(A[:256, :256], B[:256, :256], instruction="m64n256k16.f32.f16.f16")  # load the kernels
+A = rng.standard_normal((n, n)).astype(dtype); B = rng.standard_normal((n, n)).astype(dtype)
+fastmma.matmul(A[:256, :256], B[:256, :256], instruction=instruction)  # load the kernels
 peak, done = [0], [False]
 def watch():
     while not done[0]:
@@ -140,17 +140,22 @@ def watch():
         time.sleep(0.0005)
 before = rss()
 t = threading.Thread(target=watch); t.start()
-D = fastmma.matmul(A, B, instruction="m64n256k16.f32.f16.f16")
+D = fastmma.matmul(A, B, instruction=instruction)
 done[0] = True; t.join()
 print(max(peak[0], rss()) - before, A.nbytes + B.nbytes + D.nbytes)
 """
 
 
-def bench_peak_memory(record_memory):
-    """Resident memory a 2048^3 f16 GEMM adds (its output included), against the size of its
+@pytest.mark.parametrize("case, dtype, instruction", [
+    ("f16->f32", "float16", "m64n256k16.f32.f16.f16"),
+    ("e4m3->f32", "float8_e4m3fn", "m64n256k32.f32.e4m3.e4m3"),  # 1-byte inputs: the most added per input byte
+])
+def bench_peak_memory(record_memory, case, dtype, instruction):
+    """Resident memory a 2048^3 GEMM adds (its output included), against the size of its
     inputs plus output."""
-    out = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, "2048"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, "2048", dtype, instruction], capture_output=True,
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     grown, base = map(int, out.stdout.split())
-    record_memory("f16->f32 2048^3", grown, base)
+    record_memory(f"{case} 2048^3", grown, base)
     assert grown < 3 * base, (grown, base)
