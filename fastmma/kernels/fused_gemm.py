@@ -351,8 +351,8 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
     left unwritten; the kernel never reads them.  Where ``lows`` has rows (the pass by fused
     multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
-    same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).  Returns ``(special, any)``: which rows hold an inf or NaN, and whether any
-    does."""
+    same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).
+    Returns ``(special, any)``: which rows hold an inf or NaN, and whether any does."""
     rows, cols = bits.shape
     nkb, _, ng, MB, G = vals.shape
     KB = ng * G
@@ -851,7 +851,7 @@ def _count_nonintegers(la, lg, C, r0, nr, nb, G):
     """``C[q, j]`` <- the number of the group's terms of row ``r0 + q`` and column ``j`` that
     are negative and not whole on the grid: ``C`` holds the thresholds of
     :func:`_magic`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
-    :class:`LowCodes`) falls exactly for such terms.  Whole blocks by
+    :class:`LowCodes`; A's as uint32, the code in each byte) falls exactly for such terms.  Whole blocks by
     :func:`.register_blocks.count_block`, the rest by the loop vectoriser (64 uint8 lanes)."""
     jt = 0
     if nr == ROWS:

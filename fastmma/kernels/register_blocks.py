@@ -11,8 +11,9 @@ each step rounded once as the CPU's rounding mode says (float32).
 columns of uint8 codes, ``cnt[q, j0 + j]`` (a threshold on entry) becomes the number of
 ``k < kn`` with ``uint8(a[ra + q, k] + b[k, j0 + j]) < cnt[q, j0 + j]``.  A's codes come
 as uint32, each code in all four bytes: a 32-bit broadcast from memory is a plain load,
-where a byte broadcast also takes a slot on the shuffle port, which the compares need
-(measured: 9% of an e4m3 GEMM).
+where a byte broadcast also takes a slot on the shuffle port, which the compares need.  With
+the masked add of :func:`_opaque_ones`, the count's two changes made a single-threaded e4m3
+GEMM 9% faster.
 
 Each k loads the block's vectors of B once for all rows and broadcasts one element of A
 per row; the running sums (and, for the count, the thresholds) are phi nodes of the k-loop,
