@@ -851,8 +851,9 @@ def _count_nonintegers(la, lg, C, r0, nr, nb, G):
     """``C[q, j]`` <- the number of the group's terms of row ``r0 + q`` and column ``j`` that
     are negative and not whole on the grid: ``C`` holds the thresholds of
     :func:`_magic`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
-    :class:`LowCodes`; A's as uint32, the code in each byte) falls exactly for such terms.  Whole blocks by
-    :func:`.register_blocks.count_block`, the rest by the loop vectoriser (64 uint8 lanes)."""
+    :class:`LowCodes`; A's as uint32, the code in each byte) falls exactly for such terms.
+    Whole blocks by :func:`.register_blocks.count_block`, the rest by the loop vectoriser (64
+    uint8 lanes)."""
     jt = 0
     if nr == ROWS:
         jt = nb - nb % BYTE_COLUMNS

@@ -65,12 +65,11 @@ def _splat(builder, x, vty):
     return builder.shuffle_vector(v, ir.Constant(vty, ir.Undefined), lanes)
 
 
-def _k_loop(builder, A, B, C, ra, j0, kn, vty, vectors, start, step, a_elem=None):
+def _k_loop(builder, A, B, C, ra, j0, kn, vty, vectors, start, step, a_elem):
     """The block's loop: ``state = start(c_vectors)`` (per row, one value per vector, kept
     as phi nodes), then for each k ``state = step(builder, state, a_k, b_k, c_vectors)``
-    with ``a_k`` the rows' elements of A at k and ``b_k`` the block's vectors of B's row k;
-    the last state is stored into C's block."""
-    elem = vty.element
+    with ``a_k`` the rows' elements of A at k (of LLVM type ``a_elem``) and ``b_k`` the
+    block's vectors of B's row k; the last state is stored into C's block."""
     width = 64  # bytes per vector: 16 float32 or 64 uint8
     zero = ir.Constant(_I64, 0)
     c_rows = [_address(builder, C, ir.Constant(_I64, q), j0) for q in range(ROWS)]
@@ -92,8 +91,7 @@ def _k_loop(builder, A, B, C, ra, j0, kn, vty, vectors, start, step, a_elem=None
     phis = [[builder.phi(vty) for _ in range(vectors)] for _ in range(ROWS)]
     b_row = builder.add(b_col, builder.mul(k, b_step))
     b_k = [builder.load(_pointer(builder, b_row, width * v, vty), align=1) for v in range(vectors)]
-    a_ty = a_elem or elem  # A's element type where it is not C's (count_block's uint32 codes)
-    a_k = [builder.load(builder.inttoptr(builder.add(a_rows[q], builder.mul(k, a_step)), a_ty.as_pointer()), align=1)
+    a_k = [builder.load(builder.inttoptr(builder.add(a_rows[q], builder.mul(k, a_step)), a_elem.as_pointer()), align=1)
            for q in range(ROWS)]
     new = step(builder, phis, a_k, b_k, c_vecs)
     k_next = builder.add(k, ir.Constant(_I64, 1))
@@ -152,7 +150,7 @@ def _matrix(t, dtype):
     return isinstance(t, types.Array) and t.ndim == 2 and t.dtype == dtype
 
 
-def _typer(dtype, vty, vectors, start, step, a, b, c, ra, j0, kn, a_dtype=None, a_elem=None):
+def _typer(dtype, vty, vectors, start, step, a, b, c, ra, j0, kn, a_dtype=None):
     if not (_matrix(a, a_dtype or dtype) and _matrix(b, dtype) and _matrix(c, dtype)):
         return None
     if not all(isinstance(t, types.Integer) for t in (ra, j0, kn)):
@@ -161,6 +159,7 @@ def _typer(dtype, vty, vectors, start, step, a, b, c, ra, j0, kn, a_dtype=None, 
     def codegen(context, builder, signature, args):
         arrays = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ints = [context.cast(builder, v, t, types.int64) for t, v in zip(signature.args[3:], args[3:])]
+        a_elem = context.get_data_type(signature.args[0].dtype)  # count_block's A: uint32, not C's uint8
         _k_loop(builder, *arrays, *ints, vty, vectors, start, step, a_elem)
         return context.get_dummy_value()
 
@@ -182,7 +181,7 @@ def count_block(typingctx, a, b, cnt, ra, j0, kn):
     def start(c):
         return [[ir.Constant(_V64B, None) for _ in row] for row in c]
 
-    return _typer(types.uint8, _V64B, BYTE_VECTORS, start, _count_step, a, b, cnt, ra, j0, kn, types.uint32, _I32)
+    return _typer(types.uint8, _V64B, BYTE_VECTORS, start, _count_step, a, b, cnt, ra, j0, kn, types.uint32)
 
 
 def fits_registers() -> bool:
