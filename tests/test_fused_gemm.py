@@ -6,6 +6,7 @@ the same rule another way (float32 or float64 lanes, int32/int64 sums, blocked).
 """
 
 import math
+import os
 
 import ml_dtypes
 import numpy as np
@@ -231,6 +232,52 @@ def test_random_shapes(seed, text, m, n, groups, mode):
     b = random_bits(rng, inst.btype, (k, n), mode)
     c = random_bits(rng, inst.ctype, (m, n), mode)
     got, ref = run(text, a, b, c)
+    assert np.array_equal(got, ref)
+
+
+FP8_PAIRS = [f"wgmma.mma_async.m64n8k32.{d}.{a}.{b}" for d in ("f32", "f16") for a in ("e4m3", "e5m2")
+             for b in ("e4m3", "e5m2")]
+
+
+def adversarial_bits(rng, fmt, shape, mode):
+    """Data the plain modes rarely give: ``samesign`` (products near their largest, of one
+    sign: group sums near int32's edge), ``subnormal`` (around the format's smallest normal
+    exponent), ``cancel`` (few distinct magnitudes of both signs: sums that cancel exactly),
+    ``huge`` (near the format's largest exponent: accumulators that overflow)."""
+    f = get_format(fmt)
+    if mode == "samesign":
+        v = (1.75 + 0.25 * rng.random(shape)) * 2.0 ** rng.integers(0, 2, shape)
+    elif mode == "subnormal":
+        v = rng.standard_normal(shape) * 2.0 ** rng.integers(f.min_exponent - 12, f.min_exponent + 3, shape)
+    elif mode == "cancel":
+        v = rng.choice([-1.0, 1.0], shape) * (1 + rng.integers(0, 4, shape) / 8) * 2.0 ** rng.integers(-2, 3, shape)
+    elif mode == "huge":
+        top = (1 << (f.exp_bits - 1)) - 1  # the largest exponent (e4m3's too, less its one NaN)
+        v = rng.standard_normal(shape) * 2.0 ** rng.integers(top - 4, top + 1, shape)
+    else:
+        return random_bits(rng, fmt, shape, mode)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return v.astype(np.float32 if fmt == "tf32" else f.value_dtype).view(f.storage)
+
+
+@settings(max_examples=int(os.environ.get("FASTMMA_FUZZ_EXAMPLES", "12")), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), text=st.sampled_from(INSTRUCTIONS + FP8_PAIRS),
+       m=st.integers(1, 140), n=st.integers(120, 300), groups=st.integers(1, 4),
+       modes=st.tuples(*[st.sampled_from(["narrow", "wide", "raw", "samesign", "subnormal", "cancel", "huge"])] * 3),
+       use_c=st.booleans(), small_blocks=st.booleans())
+def test_random_shapes_across_whole_register_blocks(seed, text, m, n, groups, modes, use_c, small_blocks):
+    """Columns enough for whole blocks of :mod:`.register_blocks` (128 count columns, 64 FMA
+    columns) and rows past several of their 4-row blocks, with adversarial data, C or none,
+    the default blocking or small K, N and M blocks."""
+    inst = parse(text)
+    rng = np.random.default_rng(seed)
+    k = groups * inst.rule.group
+    a = adversarial_bits(rng, inst.atype, (m, k), modes[0])
+    b = adversarial_bits(rng, inst.btype, (k, n), modes[1])
+    c = adversarial_bits(rng, inst.ctype, (m, n), modes[2])
+    blocks = (inst.rule.group * int(rng.integers(1, groups + 1)), int(rng.integers(1, 300)),
+              int(rng.integers(1, 80))) if small_blocks else None
+    got, ref = run(text, a, b, c, use_c=use_c, blocks=blocks)
     assert np.array_equal(got, ref)
 
 
