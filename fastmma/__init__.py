@@ -10,9 +10,11 @@ Entry points:
 * :func:`fastmma.parse` - PTX instruction text into an instruction object.
 """
 
+from . import kernel_cache
 from .codegen import prefer_full_width
 
 prefer_full_width()  # before any kernel is defined: numba builds its code generator then
+kernel_cache.install()  # before any kernel is defined: numba picks each one's cache locator then
 
 from . import errors, formats, isa, wgmma, wmma  # noqa: E402
 from .errors import FastmmaError  # noqa: E402
