@@ -252,7 +252,7 @@ def adversarial_bits(rng, fmt, shape, mode):
     elif mode == "cancel":
         v = rng.choice([-1.0, 1.0], shape) * (1 + rng.integers(0, 4, shape) / 8) * 2.0 ** rng.integers(-2, 3, shape)
     elif mode == "huge":
-        top = (1 << (f.exp_bits - 1)) - 1  # the largest exponent (e4m3's too, less its one NaN)
+        top = (1 << f.exp_bits) - 1 - f.bias - int(f.ieee_specials)  # the largest normal exponent
         v = rng.standard_normal(shape) * 2.0 ** rng.integers(top - 4, top + 1, shape)
     else:
         return random_bits(rng, fmt, shape, mode)
