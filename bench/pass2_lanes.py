@@ -22,7 +22,6 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from fastmma.kernels import register_blocks as rb
@@ -32,17 +31,11 @@ G, NB, MB, REPS = 16, 256, 64, 4000  # f16's group, the kernel's column and row 
 _V8D = ir.VectorType(ir.DoubleType(), 8)
 
 
-def _fma_step_f64(builder, sums, a_k, b_k, c_vecs):
-    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8D, [_V8D] * 3), "llvm.fma.v8f64")
-    return [[builder.call(fma, [rb._splat(builder, a_k[q], _V8D), b, s]) for b, s in zip(b_k, sums[q])]
-            for q in range(rb.ROWS)]
-
-
 @intrinsic
 def fma_block_f64(typingctx, a, b, acc, ra, j0, kn):
     """``register_blocks.fma_block`` in 8 float64 lanes: the same block of rows and
     vectors, so half as many columns."""
-    return rb._typer(types.float64, _V8D, rb.VECTORS, lambda c: c, _fma_step_f64, a, b, acc, ra, j0, kn)
+    return rb._typer(types.float64, _V8D, rb.VECTORS, lambda c: c, rb._fma_step, a, b, acc, ra, j0, kn)
 
 
 @njit

@@ -45,6 +45,7 @@ _I8 = ir.IntType(8)
 _V16F = ir.VectorType(ir.FloatType(), 16)
 _V64B = ir.VectorType(_I8, 64)
 _V16I = ir.VectorType(_I32, 16)
+_FLOAT_SUFFIX = {"float": "f32", "double": "f64"}  # LLVM's intrinsic names by element type
 
 
 def _address(builder, arr, i, j):
@@ -114,8 +115,12 @@ def _k_loop(builder, A, B, C, ra, j0, kn, vty, vectors, start, step, a_elem):
 
 
 def _fma_step(builder, sums, a_k, b_k, c_vecs):
-    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16F, [_V16F] * 3), "llvm.fma.v16f32")
-    return [[builder.call(fma, [_splat(builder, a_k[q], _V16F), b, s]) for b, s in zip(b_k, sums[q])]
+    """One fused multiply-add per running sum, in the sums' own vector type (float32 or
+    float64 lanes)."""
+    vty = sums[0][0].type
+    name = f"llvm.fma.v{vty.count}{_FLOAT_SUFFIX[str(vty.element)]}"
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty] * 3), name)
+    return [[builder.call(fma, [_splat(builder, a_k[q], vty), b, s]) for b, s in zip(b_k, sums[q])]
             for q in range(ROWS)]
 
 
