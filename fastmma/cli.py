@@ -6,6 +6,7 @@ Errors of fastmma's own print as one line on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -78,6 +79,7 @@ def _cmd_gemm(args) -> int:
 
     inst = resolve_instruction(args.instruction)
     fa, fb, fc = get_format(inst.atype), get_format(inst.btype), get_format(inst.ctype)
+    _check_options(args)
     if args.a or args.b:
         if not (args.a and args.b):
             raise OperandError("--a and --b go together (give both .npy files, or neither for random inputs)")
@@ -85,11 +87,10 @@ def _cmd_gemm(args) -> int:
         C = _load(args.c, "c") if args.c else None
         source = f"A={args.a} B={args.b}" + (f" C={args.c}" if args.c else "")
     else:
-        m = args.m or args.size
-        n = args.n or args.size
-        k = args.k or args.size
+        m, n, k = (args.size if x is None else x for x in (args.m, args.n, args.k))
         if min(m, n, k) < 1:
             raise OperandError(f"matrix sizes must be positive, got M={m} N={n} K={k}")
+        _check_memory(m, n, k, fa, fb, args)
         rng = np.random.default_rng(args.seed)
         A, B = _random_operand(rng, fa, (m, k)), _random_operand(rng, fb, (k, n))
         C = _random_operand(rng, fc, (m, n)) if args.with_c else None
@@ -118,11 +119,42 @@ def _cmd_gemm(args) -> int:
     dt = time.perf_counter() - t0
     print(f"time: {dt:.3f} s ({macs / dt / 1e9:.2f} G multiply-adds/s)", file=out)
     if args.out:
-        np.save(args.out, D)
+        try:
+            np.save(args.out, D)
+        except OSError as exc:
+            raise OperandError(f"--out: cannot write {args.out} ({exc})") from exc
         print(f"D ({D.dtype}, bit-exact) written to {args.out}", file=out)
     if not args.no_check:
         _report_error(inst, A, B, C, D, out)
     return 0
+
+
+def _check_options(args) -> None:
+    """The options that need no data, checked before any input is made or read and before
+    minutes of work: a bad one is an error now, not a traceback at the end."""
+    if args.seed < 0:
+        raise OperandError(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.block is not None and args.block < 1:
+        raise OperandError(f"--block must be a positive number of rows and columns, got {args.block}")
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise OperandError(f"--out: the folder of {args.out} does not exist")
+
+
+def _check_memory(m, n, k, fa, fb, args) -> None:
+    """Random inputs that cannot fit in this machine's memory are refused before numpy tries.
+    The estimate: the largest array as generated (float64 for float types), A and B as kept,
+    C or D (8 bytes an element at most), and the float64 copies of the error report."""
+    made = [m * k * (8 if fa.is_float else 1), k * n * (8 if fb.is_float else 1), m * n * 8]
+    need = max(made) + m * k * fa.value_dtype.itemsize + k * n * fb.value_dtype.itemsize + m * n * 8
+    if not args.no_check:
+        need += 8 * (m * k + k * n + m * n)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not every platform says
+        return
+    if need > total:
+        raise OperandError(f"M={m} N={n} K={k} needs about {need / 2**30:.1f} GiB for its random inputs, output "
+                           f"and check, more than this machine's {total / 2**30:.1f} GiB of memory")
 
 
 def _warm_up(inst, A, B, C, out):
@@ -318,4 +350,7 @@ def main(argv=None) -> int:
     except FastmmaError as exc:
         message = " ".join(str(exc).split())
         print(f"fastmma: error: {message}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:  # numpy's message names the array it could not allocate
+        print(f"fastmma: error: out of memory: {exc}", file=sys.stderr)
         return 2

@@ -97,15 +97,21 @@ def test_explain_counts_the_groups_of_a_wmma_tf32():
     assert "plus 4 products" in out and "applied 2 times in increasing k (K=8)" in out
 
 
-@pytest.mark.parametrize("args", [
-    ("explain", "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8"),
-    ("gemm", "-i", "m64n8k16.f32.f16.bogus", "--size", "8"),
-    ("gemm", "--a", "missing.npy", "--b", "missing.npy"),
+@pytest.mark.parametrize("args, needle", [
+    (("explain", "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8"), "m64n256k32"),
+    (("gemm", "-i", "m64n8k16.f32.f16.bogus", "--size", "8"), "bogus"),
+    (("gemm", "--a", "missing.npy", "--b", "missing.npy"), "missing.npy"),
+    (("gemm", "--m", "3", "--n", "0", "--k", "5"), "N=0"),  # 0 is a size, not "use --size"
+    (("gemm", "--size", "100000000"), "GiB of memory"),
+    (("gemm", "--size", "16", "--seed", "-1"), "--seed"),
+    (("gemm", "--size", "16", "--out", "no/such/folder/d.npy"), "no/such/folder/d.npy"),
+    (("gemm", "--size", "16", "--block", "0", "--scheduler", "tcp://127.0.0.1:1"), "--block"),
 ])
-def test_errors_are_one_line_with_status_2(args):
+def test_errors_are_one_line_with_status_2(args, needle):
     code, out, err = run(*args)
     assert code == 2
     assert err.startswith("fastmma: error: ")
+    assert needle in err
     assert err.count("\n") == 1, err
     assert "Traceback" not in err
 
