@@ -39,9 +39,10 @@ from contextlib import contextmanager
 import numpy as np
 
 from .errors import FastmmaError, OperandError
-from .formats import get_format, to_bits
-from .gemm import as_numpy, resolve_instruction
+from .formats import as_numpy, get_format, to_bits
+from .gemm import resolve_instruction
 from .gemm import matmul as _local_matmul
+from .mma import scale_d_flag
 
 INSTALL_HINT = 'pip install "fastmma[dask]"'
 DEFAULT_BLOCK = 1024  # rows / columns of an output block made from numpy inputs
@@ -91,6 +92,7 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None
     """
     da = _require("dask.array")
     inst = resolve_instruction(instruction)
+    scale_d = None if scale_d is None else scale_d_flag(scale_d)  # checked now, not in a task
     a, b, c = _operands(da, A, B, C, inst)
     a, b, c = _blocked(da, a, b, c, block)
     return _blockwise(da, a, b, c, inst, scale_d, threads)

@@ -2,8 +2,8 @@
 
 Every element type a ``wgmma`` or ``wmma`` operand can have is described here once, as data:
 its width, its floating-point fields, and the numpy / ml_dtypes dtype that holds one value in
-a user's array.  The functions convert between user arrays and raw bit patterns; the numba
-kernels only ever see bit patterns.
+a user's array.  The functions convert between user arrays (numpy, array-likes, torch
+tensors: :func:`as_numpy`) and raw bit patterns; the numba kernels only ever see bit patterns.
 
 Sub-byte types are given one element per byte in user arrays: ``s4`` as ``int8`` in [-8, 7],
 ``u4`` as ``uint8`` in [0, 15] and ``b1`` as ``bool`` or ``uint8`` in {0, 1}.  ``tf32`` is
@@ -97,15 +97,50 @@ def _int_range(fmt: Format) -> tuple[int, int]:
     return 0, (1 << fmt.bits) - 1
 
 
+def as_numpy(x, name: str = "operand") -> np.ndarray:
+    """A numpy array from a numpy array, array-like or torch tensor (bf16/fp8 tensors become
+    ml_dtypes arrays)."""
+    if type(x).__module__.startswith("torch"):
+        return _from_torch(x, name)
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - anything numpy cannot take
+        raise OperandError(f"{name} must be an array, got {type(x).__name__} ({exc})") from exc
+
+
+def _from_torch(t, name: str) -> np.ndarray:
+    """The tensor's values in host memory as numpy sees them.  A tensor that has none to give
+    (a ``meta`` or sparse tensor) or whose dtype numpy cannot hold (quantized, complex32,
+    the fnuz fp8 types) is an :class:`OperandError`, not torch's own exception."""
+    import ml_dtypes
+    import torch
+
+    special = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16)}
+    for dtype_name, target in (("float8_e4m3fn", ml_dtypes.float8_e4m3fn), ("float8_e5m2", ml_dtypes.float8_e5m2)):
+        if hasattr(torch, dtype_name):
+            special[getattr(torch, dtype_name)] = (torch.uint8, target)
+    try:
+        t = t.detach().cpu().contiguous()
+        if t.dtype in special:
+            raw, target = special[t.dtype]
+            return t.view(raw).numpy().view(target)
+        return t.numpy()
+    except Exception as exc:  # noqa: BLE001 - torch raises TypeError, RuntimeError or NotImplementedError
+        layout = "" if t.layout == torch.strided else f", layout {t.layout}"
+        raise OperandError(
+            f"{name} must be a dense tensor with data (on any device) of a dtype numpy or ml_dtypes can hold, "
+            f"got dtype {t.dtype} on {t.device}{layout} ({type(exc).__name__}: {exc})") from exc
+
+
 def to_bits(values, fmt: Format | str, name: str = "operand") -> np.ndarray:
     """Raw bit patterns (``fmt.storage`` dtype) of a user array of ``fmt`` values.
 
-    Accepts an array of ``fmt.value_dtype``, or of ``fmt.storage`` holding the bits
-    already.  Sub-byte integers are range-checked.  Raises :class:`OperandError` for any
-    other dtype, naming ``name``.
+    Accepts an array (or torch tensor, :func:`as_numpy`) of ``fmt.value_dtype``, or of
+    ``fmt.storage`` holding the bits already.  Sub-byte integers are range-checked.  Raises
+    :class:`OperandError` for any other dtype, naming ``name``.
     """
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
-    arr = np.asarray(values)
+    arr = as_numpy(values, name)
     if fmt.is_float:
         if arr.dtype == fmt.value_dtype or (fmt.bits == 32 and arr.dtype == np.float32):
             return np.ascontiguousarray(arr).view(fmt.storage)

@@ -21,9 +21,10 @@ from functools import lru_cache
 import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
-from .formats import from_bits, get_format, to_bits
+from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute
+from .mma import scale_d_flag
 
 SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
 
@@ -62,32 +63,6 @@ def _resolve_text(text: str):
     raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
 
 
-def as_numpy(x, name: str) -> np.ndarray:
-    """A numpy array from a numpy array, array-like or torch tensor (bf16/fp8 tensors become
-    ml_dtypes arrays)."""
-    if type(x).__module__.startswith("torch"):
-        return _from_torch(x)
-    try:
-        return np.asarray(x)
-    except Exception as exc:  # noqa: BLE001 - anything numpy cannot take
-        raise OperandError(f"{name} must be an array, got {type(x).__name__} ({exc})") from exc
-
-
-def _from_torch(t) -> np.ndarray:
-    import ml_dtypes
-    import torch
-
-    t = t.detach().cpu().contiguous()
-    special = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16)}
-    for name, target in (("float8_e4m3fn", ml_dtypes.float8_e4m3fn), ("float8_e5m2", ml_dtypes.float8_e5m2)):
-        if hasattr(torch, name):
-            special[getattr(torch, name)] = (torch.uint8, target)
-    if t.dtype in special:
-        raw, target = special[t.dtype]
-        return t.view(raw).numpy().view(target)
-    return t.numpy()
-
-
 def _operand(x, fmt_name: str, name: str, ndim_shape=None) -> np.ndarray:
     arr = as_numpy(x, name)
     if arr.ndim != 2:
@@ -124,7 +99,7 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
         raise OperandError(f"A is {a.shape[0]}x{kk} and B is {b.shape[0]}x{b.shape[1]}: their K must agree")
     n = b.shape[1]
     ctype, dtype = inst.ctype, inst.dtype
-    use_c = C is not None and (scale_d is None or bool(scale_d))
+    use_c = C is not None and (scale_d is None or scale_d_flag(scale_d))
     # with no C, no kernel reads C's values (use_c=False), so it needs no zeros
     c = _operand(C, ctype, "C", (m, n)) if C is not None else np.empty((m, n), get_format(ctype).storage)
     if kk == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
-from .formats import from_bits, get_format, to_bits
+from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import Instruction, WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute
 
@@ -29,7 +29,7 @@ def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma)) -> Instruction
 
 def operand_bits(values, fmt_name: str, shape: tuple[int, ...], name: str) -> np.ndarray:
     """Contiguous raw bits of one operand matrix, after checking its shape and dtype."""
-    arr = np.asarray(values)
+    arr = as_numpy(values, name)
     if arr.shape != shape:
         raise OperandError(f"{name} must have shape {shape} for this instruction, got {arr.shape}")
     return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
@@ -53,12 +53,21 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
         use_c = False
     else:
         c = operand_bits(C, ctype, (m, n), "C")
-        use_c = _scale_d(inst) if scale_d is None else bool(scale_d)
+        use_c = _scale_d(inst) if scale_d is None else scale_d_flag(scale_d)
     neg_a = getattr(inst, "imm_scale_a", 1) == -1
     neg_b = getattr(inst, "imm_scale_b", 1) == -1
     d = execute(inst.rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype,
                 use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     return from_bits(d, inst.dtype)
+
+
+def scale_d_flag(value) -> bool:
+    """The scale-d predicate given as a Python value: a bool, or the integer 0 or 1.  Anything
+    else (a string such as ``"false"``, None, an array) is an :class:`OperandError`, not read
+    by its truth value."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise OperandError(f"scale_d must be a bool (or 0 / 1), got {value!r}")
 
 
 def _scale_d(inst) -> bool:

@@ -87,7 +87,7 @@ from .errors import (
     SharedMemoryBoundsError,
     UnsupportedInstructionError,
 )
-from .formats import get_format
+from .formats import as_numpy, get_format
 from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
 from .layout.descriptor import MatrixDescriptor, check_bounds, element_addresses, major_from_trans
 from .mma import as_instruction
@@ -95,6 +95,8 @@ from .mma import as_instruction
 THREADS = 128
 DEFAULT_SMEM_BYTES = 232448
 """227 KiB: the most shared memory one CTA can use on sm_90."""
+SHARED_WINDOW_BYTES = 1 << 32
+"""The most bytes a 32-bit shared address reaches: the largest image a size may ask for."""
 
 REGISTER_DTYPES = {1: np.dtype(np.bool_), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 """Register width in bits (1 = predicate) -> the dtype of its 128 per-thread values."""
@@ -647,7 +649,7 @@ def _columns(values, count: int, single: bool, bits: int) -> list[np.ndarray]:
 def _coerce(values, bits: int) -> np.ndarray:
     """``values`` as the register dtype of ``bits``, checked to fit."""
     dtype = REGISTER_DTYPES[bits]
-    arr = np.asarray(values)
+    arr = as_numpy(values, "values")
     if bits == 1:
         if arr.dtype == np.bool_ or (arr.dtype.kind in "iu" and np.isin(arr, (0, 1)).all()):
             return arr.astype(np.bool_)
@@ -711,10 +713,14 @@ def _smem_image(smem) -> np.ndarray:
     if smem is None:
         return np.zeros(DEFAULT_SMEM_BYTES, dtype=np.uint8)
     if isinstance(smem, (int, np.integer)) and not isinstance(smem, bool):
-        if smem <= 0:
-            raise OperandError(f"the shared-memory size must be positive, got {smem}")
+        if not 0 < smem <= SHARED_WINDOW_BYTES:
+            raise OperandError(f"the shared-memory size must be positive and at most 2^32 bytes (the reach of a "
+                               f"32-bit shared address), got {smem}")
         return np.zeros(int(smem), dtype=np.uint8)
-    image = np.frombuffer(bytes(smem), dtype=np.uint8) if isinstance(smem, (bytes, bytearray)) else np.asarray(smem)
+    if isinstance(smem, (bytes, bytearray)):
+        image = np.frombuffer(bytes(smem), dtype=np.uint8)
+    else:
+        image = as_numpy(smem, "smem")
     if image.dtype != np.uint8 or image.ndim != 1 or image.size == 0:
         raise OperandError(f"smem must be a non-empty 1-D uint8 image, got dtype {image.dtype} and shape {image.shape}")
     return image.copy()
@@ -723,7 +729,7 @@ def _smem_image(smem) -> np.ndarray:
 def _as_bytes(data) -> np.ndarray:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return np.frombuffer(bytes(data), dtype=np.uint8)
-    arr = np.asarray(data)
+    arr = as_numpy(data, "data")
     if arr.dtype.kind not in "biuf" or arr.dtype.byteorder == ">":
         raise OperandError(f"write_smem takes bytes or a little-endian numeric array, got {arr.dtype}")
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
+from .formats import as_numpy
 from .isa import WgmmaMmaAsync
 from .kernels import execute
 from .layout import register_file
 from .layout.descriptor import gather_operand, major_from_trans
 from .layout.wgmma_fragments import pack_d, unpack_a, unpack_d
-from .mma import as_instruction
+from .mma import as_instruction, scale_d_flag
 
 THREADS = 128
 
@@ -35,7 +36,7 @@ def gather_operands(inst: WgmmaMmaAsync, smem, a_desc=None, a_regs=None, b_desc=
     """The logical A (64×K) and B (K×N) bits one wgmma reads."""
     if b_desc is None:
         raise OperandError("b_desc is required: wgmma.mma_async always reads B from shared memory")
-    smem = np.asarray(smem) if smem is not None else None
+    smem = as_numpy(smem, "smem") if smem is not None else None
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     if (a_desc is None) == (a_regs is None):
         raise OperandError("give exactly one of a_desc (A in shared memory) and a_regs (A in registers)")
@@ -80,5 +81,5 @@ def mma_async(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=None, sc
     a, b = gather_operands(inst, smem, a_desc, a_regs, b_desc, image_address)
     c = unpack_d(c_regs, inst.dtype, inst.shape.n)
     d = execute(inst.rule, a, b, c, inst.atype, inst.btype, inst.dtype, inst.dtype,
-                use_c=bool(scale_d), neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
+                use_c=scale_d_flag(scale_d), neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
     return pack_d(d, inst.dtype)

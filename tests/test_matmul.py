@@ -173,3 +173,26 @@ def test_torch_tensors_when_installed():
     tb = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
     got = matmul(ta, tb, instruction="m64n8k16.f32.bf16.bf16")
     assert np.array_equal(bits(got), bits(matmul(A, B, instruction="m64n8k16.f32.bf16.bf16")))
+
+
+def test_torch_tensors_in_the_single_instruction_path():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10)
+    A = rng.standard_normal((64, 16)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((16, 8)).astype(ml_dtypes.bfloat16)
+    ta = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
+    tb = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
+    text = "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"
+    assert np.array_equal(bits(fastmma.mma(text, ta, tb)), bits(fastmma.mma(text, A, B)))
+
+@pytest.mark.parametrize("make", [
+    lambda torch: torch.zeros(64, 16, dtype=torch.float16, device="meta"),  # no data to read
+    lambda torch: torch.zeros(64, 16, dtype=torch.float16).to_sparse(),
+    lambda torch: torch.quantize_per_tensor(torch.zeros(64, 16), 0.5, 0, torch.qint8),
+    lambda torch: torch.zeros(64, 16, dtype=torch.complex32),
+], ids=["meta", "sparse", "qint8", "complex32"])
+def test_torch_tensors_numpy_cannot_take_are_refused(make):
+    torch = pytest.importorskip("torch")
+    B = np.zeros((16, 8), np.float16)
+    with pytest.raises(OperandError, match="A must be a dense tensor with data"):
+        matmul(make(torch), B, instruction="m64n8k16.f32.f16.f16")

@@ -1,12 +1,14 @@
 """One test per validation rule: bad input is refused before any kernel runs, with a fastmma
 error whose message names the argument, what was expected and what was given."""
 
+import importlib
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import fastmma
-from fastmma import Warpgroup, wgmma, wmma
+from fastmma import Warpgroup, ptx, wgmma, wmma
 from fastmma.errors import (AlignmentError, FastmmaError, HazardError, InvalidInstructionError, OperandError,
                             PTXSyntaxError, SharedMemoryBoundsError)
 
@@ -62,6 +64,39 @@ def test_object_arrays_are_refused():
     with raises(OperandError, "A", "object"):
         fastmma.matmul(np.empty((4, 16), object), np.zeros((16, 4), np.float16), instruction="m64n8k16.f32.f16.f16")
 
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda t: fastmma.mma(F16_WGMMA, t((64, 16), "float16"), np.zeros((16, 8), np.float16)), "A"),
+    (lambda t: Warpgroup(smem=t((1024,), "uint8")), "smem"),
+    (lambda t: Warpgroup().write("r0", t((128,), "int32"), bits=32), "values"),
+    (lambda t: wmma.mma(MMA16, *(t((32, 8), "int32") for _ in range(3))), "a"),
+], ids=["mma operand", "smem image", "register values", "wmma fragment"])
+def test_torch_tensors_without_data_are_refused(call, needle):
+    torch = pytest.importorskip("torch")
+
+    def meta(shape, dtype):  # a tensor with a shape and a dtype but no data
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device="meta")
+    with raises(OperandError, needle, "dense tensor with data", "meta"):
+        call(meta)
+
+
+@pytest.mark.parametrize("scale_d", ["false", 2, np.array([True]), 0.0])
+@pytest.mark.parametrize("api", ["mma", "matmul", "dask", "mma_async"])
+def test_scale_d_is_a_bool(api, scale_d):
+    A, B, C = np.ones((64, 16), np.float16), np.ones((16, 8), np.float16), np.ones((64, 8), np.float32)
+    if api == "dask":
+        pytest.importorskip("dask.array")
+    calls = {
+        "mma": lambda: fastmma.mma(F16_WGMMA, A, B, C, scale_d=scale_d),
+        "matmul": lambda: fastmma.matmul(A, B, C, instruction=F16_WGMMA, scale_d=scale_d),
+        "dask": lambda: importlib.import_module("fastmma.dask").matmul(A, B, C, instruction=F16_WGMMA,
+                                                                      scale_d=scale_d),
+        "mma_async": lambda: wgmma.mma_async(F16_WGMMA, np.zeros((128, 4), np.uint32), b_desc=0,
+                                             smem=np.zeros(1024, np.uint8), a_regs=np.zeros((128, 4), np.uint32),
+                                             scale_d=scale_d),
+    }
+    with raises(OperandError, "scale_d", "bool", repr(scale_d)):
+        calls[api]()
 
 # ---------------------------------------------------------------- shapes
 
@@ -121,6 +156,12 @@ def test_register_vector_length_in_text():
 
 
 # ---------------------------------------------------------------- descriptor address ranges
+
+
+@pytest.mark.parametrize("size", [0, -1, (1 << 32) + 1, 10**13])
+def test_shared_memory_size(size):
+    with raises(OperandError, "shared-memory size", "2^32", str(size)):
+        Warpgroup(smem=size)
 
 
 def test_descriptor_reaching_past_the_image():
@@ -222,3 +263,13 @@ def test_mma_async_without_fence():
 def test_syntax_error_names_the_problem():
     with raises(PTXSyntaxError, "brace"):
         fastmma.parse(F16_WGMMA + " {a,b,c,d, x, y, p;")
+
+
+@pytest.mark.parametrize("literal", ["18446744073709551616", "0x10000000000000000", "9" * 5000])
+def test_integer_literal_past_64_bits(literal):
+    """PTX integers are 64-bit; one of thousands of digits (which Python's int() refuses to
+    read) gets the same error."""
+    with raises(PTXSyntaxError, "does not fit in 64 bits"):
+        fastmma.parse(F16_WGMMA + " {f0, f1, f2, f3}, a, b, p, " + literal + ", 1, 0, 0;")
+    with raises(PTXSyntaxError, "does not fit in 64 bits"):
+        ptx.run("mov.u64 %rd1, " + literal + ";")

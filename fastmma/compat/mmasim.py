@@ -85,8 +85,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..errors import OperandError, UnsupportedInstructionError
-from ..formats import from_bits, get_format, to_bits
-from ..gemm import as_numpy
+from ..formats import as_numpy, from_bits, get_format, to_bits
 from ..isa.numerics import FmaChainRule, FusedDotRule, float_rule
 from ..kernels import execute, format_params, launch_lock
 from ..kernels.fma64 import fma_bits

@@ -91,6 +91,9 @@ def _split_operands(text: str) -> list[str]:
     return out
 
 
+_INT_BASES = {"0x": 16, "0X": 16, "0b": 2, "0B": 2}
+
+
 def parse_int(text: str) -> int:
     """A PTX integer literal (decimal, hex ``0x``, octal ``0``, binary ``0b``; ``U`` suffix)."""
     t = text.strip()
@@ -99,13 +102,16 @@ def parse_int(text: str) -> int:
     t = t.rstrip("uU")
     sign = -1 if t.startswith("-") else 1
     t = t.lstrip("+-")
-    if t[:2] in ("0x", "0X"):
-        return sign * int(t[2:], 16)
-    if t[:2] in ("0b", "0B"):
-        return sign * int(t[2:], 2)
-    if len(t) > 1 and t.startswith("0"):
-        return sign * int(t[1:], 8)
-    return sign * int(t)
+    if t[:2] in _INT_BASES:
+        base, digits = _INT_BASES[t[:2]], t[2:]
+    elif len(t) > 1 and t.startswith("0"):
+        base, digits = 8, t[1:]
+    else:
+        base, digits = 10, t
+    # the length test first: Python itself refuses int() of thousands of digits
+    if len(digits.lstrip("0")) > 64 or int(digits, base) >= 1 << 64:
+        raise PTXSyntaxError(f"integer literal {text.strip()!r} does not fit in 64 bits")
+    return sign * int(digits, base)
 
 
 def parse_operand(text: str) -> Operand:

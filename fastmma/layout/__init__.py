@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OperandError
+from ..formats import as_numpy
 
 
 def register_file(values, threads: int, words: int, name: str) -> np.ndarray:
     """``values`` checked to be ``uint32[threads, words]`` (int32 and float32 are taken
     as their bits)."""
-    arr = np.asarray(values)
+    arr = as_numpy(values, name)
     if arr.dtype not in (np.uint32, np.int32, np.float32):
         raise OperandError(f"{name} must be 32-bit registers (uint32[{threads}, {words}]), got dtype {arr.dtype}")
     if arr.shape != (threads, words):

@@ -71,7 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AlignmentError, InvalidInstructionError, OperandError, SharedMemoryBoundsError
-from ..formats import Format, get_format
+from ..formats import Format, as_numpy, get_format
 
 SWIZZLE_MODES: dict[int, str] = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
 """Descriptor bits 62-63 -> swizzle name."""
@@ -271,7 +271,7 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
     anything is read; ``name`` (e.g. ``"a_desc"``) labels the error.
     """
     fmt = get_format(fmt) if not isinstance(fmt, Format) else fmt
-    smem = np.asarray(smem)
+    smem = as_numpy(smem, "smem")
     if smem.dtype != np.uint8 or smem.ndim != 1:
         raise OperandError(f"smem must be a 1-D uint8 image, got dtype {smem.dtype} and shape {smem.shape}")
     if major == "MN" and fmt.bits != 16:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OperandError
-from ..formats import Format, get_format, to_bits
+from ..formats import Format, as_numpy, get_format, to_bits
 
 THREADS = 128
 M = 64
@@ -108,7 +108,7 @@ def a_fragment_map(atype):
 
 
 def _regs_in(regs, nregs: int, what: str) -> np.ndarray:
-    regs = np.asarray(regs)
+    regs = as_numpy(regs, what)
     if regs.dtype.kind not in "iu" or regs.dtype.itemsize != 4:
         raise OperandError(f"{what} must hold 32-bit registers (uint32), got dtype {regs.dtype}")
     if regs.shape[-2:] != (THREADS, nregs):
@@ -145,7 +145,7 @@ def pack_d(values, dtype) -> np.ndarray:
     values (float32 / int32 / float16).
     """
     fmt = _fmt(dtype, _DTYPES, "accumulator type")
-    values = np.asarray(values)
+    values = as_numpy(values, "values")
     n = values.shape[-1] if values.ndim >= 2 else 0
     row, col = d_fragment_map(n, fmt)
     bits = _elems_in(values, fmt, n, "accumulator matrix")

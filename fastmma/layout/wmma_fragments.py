@@ -60,7 +60,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import OperandError
-from ..formats import get_format
+from ..formats import as_numpy, get_format
 from .wmma_memory import SHAPES, check_layout, check_operand, fragment_registers, matrix_dims
 
 WARP_SIZE = 32
@@ -208,7 +208,7 @@ def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
     of a duplicated element is written; slots with no element (index -1) are zero.
     """
     fmt = get_format(layout.elem_type)
-    bits = np.asarray(bits)
+    bits = as_numpy(bits, "bits")
     if bits.dtype != fmt.storage or bits.shape[-2:] != (layout.rows, layout.cols):
         raise OperandError(
             f"bits must be [..., {layout.rows}, {layout.cols}] .{fmt.name} bit patterns of "
@@ -230,7 +230,7 @@ def unpack_fragment(words: np.ndarray, layout: FragmentLayout) -> np.ndarray:
     Each element is read from its first copy (:attr:`FragmentLayout.first`; see the module
     docstring on duplicates).
     """
-    words = np.asarray(words)
+    words = as_numpy(words, "words")
     if words.dtype != np.uint32 or words.shape[-2:] != (WARP_SIZE, layout.words):
         raise OperandError(
             f"words must be uint32 [..., {WARP_SIZE}, {layout.words}] (matrix {layout.matrix}, "

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import FastmmaError, HazardError, MemoryBoundsError, OperandError
+from ..formats import as_numpy
 from ..warpgroup import DEFAULT_SMEM_BYTES, Warpgroup
 from .checker import SPECIAL_REGISTERS, Checker, Program, Variable, located, relocate
 from .statements import HANDLERS
@@ -352,7 +353,7 @@ def _image(data, name: str, default: int | None) -> np.ndarray:
         return np.zeros(default, np.uint8)
     if isinstance(data, (bytes, bytearray)):
         data = np.frombuffer(bytes(data), np.uint8)
-    arr = np.asarray(data)
+    arr = as_numpy(data, name)
     if arr.dtype != np.uint8 or arr.ndim != 1 or arr.size == 0:
         raise OperandError(f"{name} must be a non-empty 1-D uint8 image, got dtype {arr.dtype}, shape {arr.shape}")
     return arr.copy()

@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import OperandError
+from ..formats import as_numpy
 
 STORAGE = {1: np.dtype(np.bool_), 8: np.dtype(np.uint8), 16: np.dtype(np.uint16),
            32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
@@ -120,6 +121,8 @@ def parse_literal(text: str, negative: bool = False) -> Literal:
         value = float(text)
         return Literal("dec", -value if negative else value, sign + text)
     body = text.rstrip("uU")
+    if len(body.lstrip("0")) > 66:  # more digits than 64 bits take in any base (and than int() may read)
+        raise ValueError(f"integer literal {text} does not fit in 64 bits")
     if head in ("0x", "0X"):
         value = int(body[2:], 16)
     elif head in ("0b", "0B"):
@@ -217,7 +220,7 @@ def coerce(values, t: PtxType, threads: int, name: str) -> np.ndarray:
     nearest to a floating-point register's format (or to the float of a bit-size register's
     width); bools are predicates.
     """
-    arr = np.asarray(caller_values(values))
+    arr = as_numpy(caller_values(values), f"register {name}")
     if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != threads):
         raise OperandError(f"register {name}: give a scalar or one value per thread (shape ({threads},)), "
                            f"got shape {arr.shape}")
