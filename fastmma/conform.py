@@ -150,11 +150,15 @@ def check_file(path, limit: int = 8) -> FileResult:
 
 
 def recording_files(paths) -> list[Path]:
-    """The ``.npz`` files named by ``paths`` (files, or directories searched recursively)."""
+    """The ``.npz`` files named by ``paths`` (files, or directories searched recursively).  A
+    directory with none is an error: a run that checks nothing must not read as a pass."""
     files = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.rglob("*.npz")))
+            found = sorted(p.rglob("*.npz"))
+            if not found:
+                raise ConformanceError(f"{p}: no recordings (.npz files) in this directory or below it")
+            files.extend(found)
         elif p.exists():
             files.append(p)
         else:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fastmma import conform
+from fastmma.errors import ConformanceError
 from conftest import golden_files
 
 WMMA = golden_files("wmma")
@@ -67,6 +68,12 @@ def test_runner_counts_an_unreadable_file_as_failed(tmp_path):
     passed, failed = conform.run([junk], out=out)
     assert (passed, failed) == (0, 1)
     assert "cannot run" in out.getvalue()
+
+
+def test_a_directory_without_recordings_is_an_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("no recordings here")
+    with pytest.raises(ConformanceError, match="no recordings"):
+        conform.run([tmp_path], out=io.StringIO())
 
 
 def test_runner_counts_an_unknown_family_as_failed(tmp_path):
