@@ -164,26 +164,22 @@ def test_bad_input_is_refused(call, error, needle):
         call()
 
 
-def test_torch_tensors_when_installed():
+@pytest.mark.parametrize("path", ["matmul", "mma"])
+def test_torch_tensors_when_installed(path):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(9)
-    A = rng.standard_normal((32, 48)).astype(ml_dtypes.bfloat16)
-    B = rng.standard_normal((48, 8)).astype(ml_dtypes.bfloat16)
-    ta = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
-    tb = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
-    got = matmul(ta, tb, instruction="m64n8k16.f32.bf16.bf16")
-    assert np.array_equal(bits(got), bits(matmul(A, B, instruction="m64n8k16.f32.bf16.bf16")))
-
-
-def test_torch_tensors_in_the_single_instruction_path():
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(10)
     A = rng.standard_normal((64, 16)).astype(ml_dtypes.bfloat16)
     B = rng.standard_normal((16, 8)).astype(ml_dtypes.bfloat16)
     ta = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
     tb = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
-    text = "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"
-    assert np.array_equal(bits(fastmma.mma(text, ta, tb)), bits(fastmma.mma(text, A, B)))
+    if path == "matmul":
+        def run(a, b):
+            return matmul(a, b, instruction="m64n8k16.f32.bf16.bf16")
+    else:
+        def run(a, b):
+            return fastmma.mma("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16", a, b)
+    assert np.array_equal(bits(run(ta, tb)), bits(run(A, B)))
+
 
 @pytest.mark.parametrize("make", [
     lambda torch: torch.zeros(64, 16, dtype=torch.float16, device="meta"),  # no data to read
