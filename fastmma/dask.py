@@ -93,6 +93,8 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None
     da = _require("dask.array")
     inst = resolve_instruction(instruction)
     scale_d = None if scale_d is None else scale_d_flag(scale_d)  # checked now, not in a task
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise OperandError(f"threads must be a positive integer or None, got {threads!r}")
     a, b, c = _operands(da, A, B, C, inst)
     a, b, c = _blocked(da, a, b, c, block)
     return _blockwise(da, a, b, c, inst, scale_d, threads)
@@ -137,16 +139,25 @@ def _blocked(da, a, b, c, block):
 def _block_shape(block, a, b):
     """``(rows, cols)`` of an output block; None (for both or in one slot) keeps a dask
     input's own chunks and gives numpy inputs the default."""
-    rows, cols = (block, block) if block is None or np.isscalar(block) else block
+    if block is None or _is_int(block):
+        rows = cols = block
+    elif isinstance(block, (tuple, list)) and len(block) == 2:
+        rows, cols = block
+    else:
+        raise OperandError(f"block must be a positive integer, (rows, cols) or None, got {block!r}")
     return _axis_block(rows, a, 1, block), _axis_block(cols, b, 0, block)
 
 
 def _axis_block(size, x, k_axis, block):
     if size is None:
         return _default_block(x, k_axis)
-    if int(size) < 1:
+    if not _is_int(size) or size < 1:
         raise OperandError(f"block sizes must be positive integers or None, got {block!r}")
     return int(size)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def _default_block(x, k_axis):

@@ -177,6 +177,17 @@ def test_operand_errors_are_raised_when_building_the_graph():
         fdask.matmul(A, A.T, np.ones((8, 7), np.float32), instruction=INSTRUCTIONS[0])
 
 
+@needs_dask
+@pytest.mark.parametrize("option, needle", [
+    ({"block": (1, 2, 3)}, "block must be"), ({"block": "x"}, "block must be"), ({"block": 2.5}, "block must be"),
+    ({"block": (4, 0)}, "block sizes"), ({"threads": 0}, "threads must be"), ({"threads": "2"}, "threads must be"),
+])
+def test_bad_block_and_threads_are_operand_errors(option, needle):
+    A = np.ones((8, 16), np.float16)
+    with pytest.raises(fastmma.errors.OperandError, match=needle):
+        fdask.matmul(A, A.T, instruction=INSTRUCTIONS[0], **option)
+
+
 # ---------------------------------------------------------------- a LocalCluster of 2 worker processes
 
 
