@@ -600,7 +600,10 @@ class Warpgroup:
 
 
 def _names(names) -> list[str]:
-    items = [names] if isinstance(names, str) else list(names)
+    try:
+        items = [names] if isinstance(names, str) else list(names)
+    except TypeError:
+        raise OperandError(f"register names must be a name or a sequence of names, got {names!r}") from None
     if not items:
         raise OperandError("no register names given")
     for name in items:

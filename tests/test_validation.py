@@ -222,6 +222,13 @@ def test_wait_group_n_at_run_time():
         wg.wait_group(1.5)
 
 
+@pytest.mark.parametrize("names, needle", [(5, "sequence of names"), ([], "no register names"),
+                                           (["%r1", 7], "7"), ("1x", "'1x'")])
+def test_register_names(names, needle):
+    with raises(OperandError, needle):
+        Warpgroup(1024).write(names, 0, bits=32)
+
+
 # ---------------------------------------------------------------- immediates
 
 
