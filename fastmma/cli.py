@@ -134,8 +134,6 @@ def _check_options(args) -> None:
     minutes of work: a bad one is an error now, not a traceback at the end."""
     if args.seed < 0:
         raise OperandError(f"--seed must be a non-negative integer, got {args.seed}")
-    if args.block is not None and args.block < 1:
-        raise OperandError(f"--block must be a positive number of rows and columns, got {args.block}")
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise OperandError(f"--out: the folder of {args.out} does not exist")
 

@@ -92,9 +92,7 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None
     """
     da = _require("dask.array")
     inst = resolve_instruction(instruction)
-    scale_d = None if scale_d is None else scale_d_flag(scale_d)  # checked now, not in a task
-    if threads is not None and (not _is_int(threads) or threads < 1):
-        raise OperandError(f"threads must be a positive integer or None, got {threads!r}")
+    scale_d = _checked_options(scale_d, block, threads)
     a, b, c = _operands(da, A, B, C, inst)
     a, b, c = _blocked(da, a, b, c, block)
     return _blockwise(da, a, b, c, inst, scale_d, threads)
@@ -136,24 +134,34 @@ def _blocked(da, a, b, c, block):
     return a, b, c
 
 
-def _block_shape(block, a, b):
-    """``(rows, cols)`` of an output block; None (for both or in one slot) keeps a dask
-    input's own chunks and gives numpy inputs the default."""
+def _checked_options(scale_d, block, threads):
+    """``scale_d`` as a bool (or None), after checking it, ``block`` and ``threads``: when the
+    graph is built, or before connecting to a cluster, not inside a task."""
+    _block_pair(block)
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise OperandError(f"threads must be a positive integer or None, got {threads!r}")
+    return None if scale_d is None else scale_d_flag(scale_d)
+
+
+def _block_pair(block):
+    """``(rows, cols)`` as ``block`` gives them, each a positive int or None."""
     if block is None or _is_int(block):
         rows = cols = block
     elif isinstance(block, (tuple, list)) and len(block) == 2:
         rows, cols = block
     else:
         raise OperandError(f"block must be a positive integer, (rows, cols) or None, got {block!r}")
-    return _axis_block(rows, a, 1, block), _axis_block(cols, b, 0, block)
+    for size in (rows, cols):
+        if size is not None and (not _is_int(size) or size < 1):
+            raise OperandError(f"block sizes must be positive integers or None, got {block!r}")
+    return rows, cols
 
 
-def _axis_block(size, x, k_axis, block):
-    if size is None:
-        return _default_block(x, k_axis)
-    if not _is_int(size) or size < 1:
-        raise OperandError(f"block sizes must be positive integers or None, got {block!r}")
-    return int(size)
+def _block_shape(block, a, b):
+    """``(rows, cols)`` of an output block; None (for both or in one slot) keeps a dask
+    input's own chunks and gives numpy inputs the default."""
+    rows, cols = _block_pair(block)
+    return (_default_block(a, 1) if rows is None else int(rows)), (_default_block(b, 0) if cols is None else int(cols))
 
 
 def _is_int(x) -> bool:
@@ -306,6 +314,7 @@ def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=N
         from .cli import ProgressBar
 
         progress = ProgressBar(progress_stream, label=f"gemm @ {scheduler}")
+    scale_d = _checked_options(scale_d, block, threads)  # a bad option is an error before waiting on a connection
     with _connect(distributed, scheduler, timeout) as client:
         return compute_on(client, A, B, C, instruction=instruction, progress=progress, scale_d=scale_d, block=block,
                           threads=threads)

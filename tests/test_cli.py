@@ -105,7 +105,8 @@ def test_explain_counts_the_groups_of_a_wmma_tf32():
     (("gemm", "--size", "100000000"), "GiB of memory"),
     (("gemm", "--size", "16", "--seed", "-1"), "--seed"),
     (("gemm", "--size", "16", "--out", "no/such/folder/d.npy"), "no/such/folder/d.npy"),
-    (("gemm", "--size", "16", "--block", "0", "--scheduler", "tcp://127.0.0.1:1"), "--block"),
+    (("gemm", "--size", "16", "--block", "0", "--scheduler", "tcp://127.0.0.1:1"),
+     "block sizes must be positive"),  # before any attempt to connect
 ])
 def test_errors_are_one_line_with_status_2(args, needle):
     code, out, err = run(*args)
