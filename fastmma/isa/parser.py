@@ -109,9 +109,10 @@ def parse_int(text: str) -> int:
     else:
         base, digits = 10, t
     # the length test first: Python itself refuses int() of thousands of digits
-    if len(digits.lstrip("0")) > 64 or int(digits, base) >= 1 << 64:
+    value = int(digits, base) if len(digits.lstrip("0")) <= 64 else 1 << 64
+    if value >= 1 << 64:
         raise PTXSyntaxError(f"integer literal {text.strip()!r} does not fit in 64 bits")
-    return sign * int(digits, base)
+    return sign * value
 
 
 def parse_operand(text: str) -> Operand:
