@@ -39,7 +39,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .errors import FastmmaError, OperandError
-from .formats import as_numpy, get_format, to_bits
+from .formats import as_numpy, get_format, is_int, to_bits
 from .gemm import resolve_instruction
 from .gemm import matmul as _local_matmul
 from .mma import scale_d_flag
@@ -138,21 +138,21 @@ def _checked_options(scale_d, block, threads):
     """``scale_d`` as a bool (or None), after checking it, ``block`` and ``threads``: when the
     graph is built, or before connecting to a cluster, not inside a task."""
     _block_pair(block)
-    if threads is not None and (not _is_int(threads) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise OperandError(f"threads must be a positive integer or None, got {threads!r}")
     return None if scale_d is None else scale_d_flag(scale_d)
 
 
 def _block_pair(block):
     """``(rows, cols)`` as ``block`` gives them, each a positive int or None."""
-    if block is None or _is_int(block):
+    if block is None or is_int(block):
         rows = cols = block
     elif isinstance(block, (tuple, list)) and len(block) == 2:
         rows, cols = block
     else:
         raise OperandError(f"block must be a positive integer, (rows, cols) or None, got {block!r}")
     for size in (rows, cols):
-        if size is not None and (not _is_int(size) or size < 1):
+        if size is not None and (not is_int(size) or size < 1):
             raise OperandError(f"block sizes must be positive integers or None, got {block!r}")
     return rows, cols
 
@@ -162,10 +162,6 @@ def _block_shape(block, a, b):
     input's own chunks and gives numpy inputs the default."""
     rows, cols = _block_pair(block)
     return (_default_block(a, 1) if rows is None else int(rows)), (_default_block(b, 0) if cols is None else int(cols))
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def _default_block(x, k_axis):

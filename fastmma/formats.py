@@ -97,6 +97,22 @@ def _int_range(fmt: Format) -> tuple[int, int]:
     return 0, (1 << fmt.bits) - 1
 
 
+def is_int(x) -> bool:
+    """Whether ``x`` is a Python or numpy integer (a bool is not one)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def byte_image(data, name: str) -> np.ndarray:
+    """A private copy of a memory image given as bytes or a non-empty 1-D uint8 array."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        image = np.frombuffer(bytes(data), np.uint8)
+    else:
+        image = as_numpy(data, name)
+    if image.dtype != np.uint8 or image.ndim != 1 or image.size == 0:
+        raise OperandError(f"{name} must be a non-empty 1-D uint8 image, got dtype {image.dtype}, shape {image.shape}")
+    return image.copy()
+
+
 def as_numpy(x, name: str = "operand") -> np.ndarray:
     """A numpy array from a numpy array, array-like or torch tensor (bf16/fp8 tensors become
     ml_dtypes arrays)."""

@@ -87,7 +87,7 @@ from .errors import (
     SharedMemoryBoundsError,
     UnsupportedInstructionError,
 )
-from .formats import as_numpy, get_format
+from .formats import as_numpy, byte_image, get_format, is_int
 from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
 from .layout.descriptor import MatrixDescriptor, check_bounds, element_addresses, major_from_trans
 from .mma import as_instruction
@@ -343,7 +343,7 @@ class Warpgroup:
         Completion writes each ``mma_async``'s results into its D registers, in issue order.
         Uncommitted ``mma_async`` are not waited for (they stay in flight).
         """
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if not is_int(n) or n < 0:
             raise OperandError(f"wgmma.wait_group N must be a non-negative integer, got {n!r}")
         while len(self._groups) > n:
             _, records = self._groups.pop(0)
@@ -486,7 +486,7 @@ class Warpgroup:
             value = _descriptor_operand(value, what)
         if isinstance(value, MatrixDescriptor):
             return value.encode()
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if is_int(value):
             if not 0 <= int(value) < 1 << 64:
                 raise OperandError(f"{what} must be a 64-bit descriptor value, got {value}")
             return int(value)
@@ -705,7 +705,7 @@ def _first_common(mine, theirs):
 
 
 def _check_smem_address(address) -> int:
-    if isinstance(address, bool) or not isinstance(address, (int, np.integer)) or address < 0:
+    if not is_int(address) or address < 0:
         raise OperandError(f"smem_address must be a non-negative shared address, got {address!r}")
     if address % 16:
         raise AlignmentError(f"smem_address must be 16-byte aligned, got {address}")
@@ -715,18 +715,12 @@ def _check_smem_address(address) -> int:
 def _smem_image(smem) -> np.ndarray:
     if smem is None:
         return np.zeros(DEFAULT_SMEM_BYTES, dtype=np.uint8)
-    if isinstance(smem, (int, np.integer)) and not isinstance(smem, bool):
+    if is_int(smem):
         if not 0 < smem <= SHARED_WINDOW_BYTES:
             raise OperandError(f"the shared-memory size must be positive and at most 2^32 bytes (the reach of a "
                                f"32-bit shared address), got {smem}")
         return np.zeros(int(smem), dtype=np.uint8)
-    if isinstance(smem, (bytes, bytearray)):
-        image = np.frombuffer(bytes(smem), dtype=np.uint8)
-    else:
-        image = as_numpy(smem, "smem")
-    if image.dtype != np.uint8 or image.ndim != 1 or image.size == 0:
-        raise OperandError(f"smem must be a non-empty 1-D uint8 image, got dtype {image.dtype} and shape {image.shape}")
-    return image.copy()
+    return byte_image(smem, "smem")
 
 
 def _as_bytes(data) -> np.ndarray:

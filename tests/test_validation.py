@@ -280,3 +280,33 @@ def test_integer_literal_past_64_bits(literal):
         fastmma.parse(F16_WGMMA + " {f0, f1, f2, f3}, a, b, p, " + literal + ", 1, 0, 0;")
     with raises(PTXSyntaxError, "does not fit in 64 bits"):
         ptx.run("mov.u64 %rd1, " + literal + ";")
+
+
+# ---------------------------------------------------------------- memory images
+
+
+IMAGE_OWNERS = {
+    "Warpgroup smem": lambda image: Warpgroup(smem=image).smem,
+    "ptx smem": lambda image: ptx.run("", smem=image).smem,
+    "ptx global_mem": lambda image: ptx.run("", global_mem=image).global_mem,
+}
+
+
+@pytest.mark.parametrize("owner", list(IMAGE_OWNERS))
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview, lambda d: np.frombuffer(d, np.uint8)],
+                         ids=["bytes", "bytearray", "memoryview", "uint8 array"])
+def test_memory_image_is_a_private_copy_of_its_bytes(owner, kind):
+    data = bytes(range(256)) * 4
+    source = bytearray(data)
+    got = IMAGE_OWNERS[owner](kind(source) if kind is not bytes else data)
+    source[:] = bytes(len(source))  # the caller's buffer changes afterwards
+    assert got.dtype == np.uint8 and bytes(got) == data
+
+
+@pytest.mark.parametrize("owner", list(IMAGE_OWNERS))
+@pytest.mark.parametrize("image", [np.zeros((2, 512), np.uint8), np.zeros(0, np.uint8), np.zeros(256, np.int32)],
+                         ids=["2-D", "empty", "int32"])
+def test_memory_image_must_be_1d_uint8(owner, image):
+    name = owner.split()[-1]
+    with raises(OperandError, f"{name} must be a non-empty 1-D uint8 image", str(image.dtype)):
+        IMAGE_OWNERS[owner](image)

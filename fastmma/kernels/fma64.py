@@ -51,6 +51,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from ..errors import OperandError
+from ..formats import is_int
 
 # Rounding codes, one per PTX rounding modifier.
 RN = 0  # .rn: to nearest, ties to even
@@ -380,7 +381,7 @@ def mma_f64(a, b, c, rounding):
 def _rounding_code(rounding) -> int:
     if isinstance(rounding, str) and rounding.lstrip(".") in ROUNDING_CODES:
         return ROUNDING_CODES[rounding.lstrip(".")]
-    if isinstance(rounding, (int, np.integer)) and not isinstance(rounding, bool) and 0 <= rounding <= 3:
+    if is_int(rounding) and 0 <= rounding <= 3:
         return int(rounding)
     raise OperandError(f"rounding must be 0..3 or one of 'rn', 'rz', 'rm', 'rp'; got {rounding!r}")
 

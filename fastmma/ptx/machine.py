@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import FastmmaError, HazardError, MemoryBoundsError, OperandError
-from ..formats import as_numpy
+from ..formats import byte_image, is_int
 from ..warpgroup import DEFAULT_SMEM_BYTES, Warpgroup
 from .checker import SPECIAL_REGISTERS, Checker, Program, Variable, located, relocate
 from .statements import HANDLERS
@@ -328,8 +328,7 @@ class Machine:
 
 
 def _check_threads(threads) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads <= 0 \
-            or threads % 32 or threads > MAX_THREADS:
+    if not is_int(threads) or threads <= 0 or threads % 32 or threads > MAX_THREADS:
         raise OperandError(f"threads must be a multiple of 32 in [32, {MAX_THREADS}], got {threads!r}")
     return int(threads)
 
@@ -343,20 +342,13 @@ def _check_name(name) -> None:
 
 
 def _address_arg(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 1 << 64:
+    if not is_int(value) or not 0 <= value < 1 << 64:
         raise OperandError(f"{name} must be a non-negative 64-bit address, got {value!r}")
     return int(value)
 
 
 def _image(data, name: str, default: int | None) -> np.ndarray:
-    if data is None:
-        return np.zeros(default, np.uint8)
-    if isinstance(data, (bytes, bytearray)):
-        data = np.frombuffer(bytes(data), np.uint8)
-    arr = as_numpy(data, name)
-    if arr.dtype != np.uint8 or arr.ndim != 1 or arr.size == 0:
-        raise OperandError(f"{name} must be a non-empty 1-D uint8 image, got dtype {arr.dtype}, shape {arr.shape}")
-    return arr.copy()
+    return np.zeros(default, np.uint8) if data is None else byte_image(data, name)
 
 
 def _view(bits: np.ndarray, dtype) -> np.ndarray:
