@@ -61,13 +61,13 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     return from_bits(d, inst.dtype)
 
 
-def scale_d_flag(value) -> bool:
+def scale_d_flag(value, allowed: str = "a bool (or 0 / 1)") -> bool:
     """The scale-d predicate given as a Python value: a bool, or the integer 0 or 1.  Anything
-    else (a string such as ``"false"``, None, an array) is an :class:`OperandError`, not read
-    by its truth value."""
+    else (a string such as ``"false"``, None, an array, 2) is an :class:`OperandError`, not
+    read by its truth value; ``allowed`` says in the message what the caller takes."""
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
         return bool(value)
-    raise OperandError(f"scale_d must be a bool (or 0 / 1), got {value!r}")
+    raise OperandError(f"scale_d must be {allowed}, got {value!r}")
 
 
 def _scale_d(inst) -> bool:

@@ -90,7 +90,7 @@ from .errors import (
 from .formats import as_numpy, byte_image, get_format, is_int
 from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
 from .layout.descriptor import MatrixDescriptor, check_bounds, element_addresses, major_from_trans
-from .mma import as_instruction
+from .mma import as_instruction, scale_d_flag
 
 THREADS = 128
 DEFAULT_SMEM_BYTES = 232448
@@ -309,7 +309,7 @@ class Warpgroup:
         not given are taken from the instruction's text: ``d``, the accumulator register
         names; ``a``, a descriptor (a 64-bit register name, or an int /
         :class:`~fastmma.layout.descriptor.MatrixDescriptor` value) or the 4 A-fragment
-        register names; ``b_desc``, likewise a descriptor; ``scale_d``, a bool or a predicate
+        register names; ``b_desc``, likewise a descriptor; ``scale_d``, a bool (or 0 / 1) or a predicate
         register name (``"p"`` or ``"!p"``), default the text's operand or true.  Returns
         the in-flight record.
         """
@@ -500,12 +500,8 @@ class Warpgroup:
             if value.kind == "imm":
                 return value.value != 0
             value = ("!" if value.negated else "") + value.name
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        if isinstance(value, (int, np.integer)):
-            return int(value) != 0
         if not isinstance(value, str):
-            raise OperandError(f"scale_d must be a bool or a predicate register name, got {value!r}")
+            return scale_d_flag(value, "a bool (or 0 / 1) or a predicate register name")
         negated, name = value.startswith("!"), value.lstrip("!")
         self._require([name], 1, "scale-d")
         return bool(self._uniform(name, self._regs[name], "scale-d")) != negated

@@ -98,6 +98,18 @@ def test_scale_d_is_a_bool(api, scale_d):
     with raises(OperandError, "scale_d", "bool", repr(scale_d)):
         calls[api]()
 
+
+@pytest.mark.parametrize("scale_d", [2, -1, np.int64(3), np.array([True]), 0.0, [1]])
+def test_warpgroup_scale_d_is_a_bool_or_a_register(scale_d):
+    """The Warpgroup also takes a predicate register's name; any other value is a bool or 0/1,
+    as everywhere else (2 used to read as true)."""
+    wg = Warpgroup(16384)
+    d = [f"%f{i}" for i in range(4)]
+    wg.write(d, np.zeros((128, 4), np.uint32))
+    wg.fence()
+    with raises(OperandError, "scale_d", "bool", "predicate register", repr(scale_d)):
+        wg.mma_async(F16_WGMMA, d=d, a=0, b_desc=8192 >> 4, scale_d=scale_d)
+
 # ---------------------------------------------------------------- shapes
 
 
