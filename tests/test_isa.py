@@ -8,6 +8,7 @@ import pytest
 from fastmma.errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
 from fastmma.isa import (FmaChainRule, FusedDotRule, IntDotRule, PopcRule, WgmmaCommitGroup, WgmmaFence,
                          WgmmaMmaAsync, WgmmaWaitGroup, WmmaLoad, WmmaMma, WmmaStore, parse)
+from fastmma.isa.parser import parse_int
 from conftest import golden_files
 
 
@@ -147,3 +148,22 @@ def test_invalid_text_names_the_fault_and_the_choices(text, error, needles):
 def test_errors_are_valueerrors_too():
     with pytest.raises(ValueError):
         parse("wgmma.mma_async.m64n8k16.f32.f16.u8")
+
+
+@pytest.mark.parametrize("text,value", [
+    ("0x1F", 31), ("0XdeadBEEF", 0xDEADBEEF), ("017", 15), ("0", 0), ("00", 0), ("0b101", 5), ("42U", 42),
+    ("-8", -8), ("+8", 8), ("18446744073709551615", 2**64 - 1), ("0xFFFFFFFFFFFFFFFFu", 2**64 - 1),
+])
+def test_integer_literals(text, value):
+    """PTX ISA, "Integer constants": hex, octal (a leading 0), binary and decimal, an optional U."""
+    assert parse_int(text) == value
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("09", "not an integer literal"), ("0x", "not an integer literal"), ("1.5", "not an integer literal"),
+    ("18446744073709551616", "does not fit in 64 bits"), ("0x1" + "0" * 16, "does not fit in 64 bits"),
+    ("1" * 5000, "does not fit in 64 bits"),
+])
+def test_integer_literal_errors(text, needle):
+    with pytest.raises(PTXSyntaxError, match=needle):
+        parse_int(text)

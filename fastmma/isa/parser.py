@@ -99,20 +99,33 @@ def parse_int(text: str) -> int:
     t = text.strip()
     if not _INT_RE.match(t):
         raise PTXSyntaxError(f"{text!r} is not an integer literal")
-    t = t.rstrip("uU")
     sign = -1 if t.startswith("-") else 1
-    t = t.lstrip("+-")
+    return sign * unsigned_literal(t.lstrip("+-"), t)
+
+
+def unsigned_literal(body: str, text: str | None = None) -> int:
+    """The value of a PTX integer literal without its sign (PTX ISA, "Integer constants"): hex
+    ``0x``, binary ``0b``, octal (a leading 0) or decimal digits, an optional ``U`` suffix,
+    and at most 64 bits.  ``text``, the literal as written, is what a message quotes."""
+    text = body if text is None else text
+    t = body.rstrip("uU")
     if t[:2] in _INT_BASES:
         base, digits = _INT_BASES[t[:2]], t[2:]
     elif len(t) > 1 and t.startswith("0"):
         base, digits = 8, t[1:]
+        if any(c in "89" for c in digits):
+            raise PTXSyntaxError(f"{text!r} is not an octal literal (a leading 0 means octal)")
     else:
         base, digits = 10, t
-    # the length test first: Python itself refuses int() of thousands of digits
-    value = int(digits, base) if len(digits.lstrip("0")) <= 64 else 1 << 64
+    if len(digits.lstrip("0")) > 64:  # longer than 64 bits in any base; Python refuses int() of thousands
+        raise PTXSyntaxError(f"integer literal {text!r} does not fit in 64 bits")
+    try:
+        value = int(digits, base)
+    except ValueError:
+        raise PTXSyntaxError(f"{text!r} is not an integer literal") from None
     if value >= 1 << 64:
-        raise PTXSyntaxError(f"integer literal {text.strip()!r} does not fit in 64 bits")
-    return sign * value
+        raise PTXSyntaxError(f"integer literal {text!r} does not fit in 64 bits")
+    return value
 
 
 def parse_operand(text: str) -> Operand:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import OperandError
 from ..formats import as_numpy
+from ..isa.parser import unsigned_literal
 
 STORAGE = {1: np.dtype(np.bool_), 8: np.dtype(np.uint8), 16: np.dtype(np.uint16),
            32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
@@ -120,21 +121,7 @@ def parse_literal(text: str, negative: bool = False) -> Literal:
     if any(c in text for c in ".eE") and head not in ("0x", "0X"):
         value = float(text)
         return Literal("dec", -value if negative else value, sign + text)
-    body = text.rstrip("uU")
-    if len(body.lstrip("0")) > 66:  # more digits than 64 bits take in any base (and than int() may read)
-        raise ValueError(f"integer literal {text} does not fit in 64 bits")
-    if head in ("0x", "0X"):
-        value = int(body[2:], 16)
-    elif head in ("0b", "0B"):
-        value = int(body[2:], 2)
-    elif len(body) > 1 and body.startswith("0"):
-        if any(c in "89" for c in body):
-            raise ValueError(f"{text!r} is not an octal literal (a leading 0 means octal)")
-        value = int(body[1:], 8)
-    else:
-        value = int(body)
-    if value >= 1 << 64:
-        raise ValueError(f"integer literal {text} does not fit in 64 bits")
+    value = unsigned_literal(text)
     return Literal("int", -value if negative else value, sign + text)
 
 
