@@ -106,7 +106,9 @@ def parse_int(text: str) -> int:
 def unsigned_literal(body: str, text: str | None = None) -> int:
     """The value of a PTX integer literal without its sign (PTX ISA, "Integer constants"): hex
     ``0x``, binary ``0b``, octal (a leading 0) or decimal digits, an optional ``U`` suffix,
-    and at most 64 bits.  ``text``, the literal as written, is what a message quotes."""
+    and at most 64 bits.  ``text``, the literal as written, is what a message quotes.  The
+    callers have matched the literal's form (``_INT_RE``, the PTX lexer's number pattern);
+    what is left to refuse here is an 8 or 9 in octal and a value past 64 bits."""
     text = body if text is None else text
     t = body.rstrip("uU")
     if t[:2] in _INT_BASES:
@@ -119,10 +121,7 @@ def unsigned_literal(body: str, text: str | None = None) -> int:
         base, digits = 10, t
     if len(digits.lstrip("0")) > 64:  # longer than 64 bits in any base; Python refuses int() of thousands
         raise PTXSyntaxError(f"integer literal {text!r} does not fit in 64 bits")
-    try:
-        value = int(digits, base)
-    except ValueError:
-        raise PTXSyntaxError(f"{text!r} is not an integer literal") from None
+    value = int(digits, base)
     if value >= 1 << 64:
         raise PTXSyntaxError(f"integer literal {text!r} does not fit in 64 bits")
     return value
