@@ -110,6 +110,7 @@ def test_warpgroup_scale_d_is_a_bool_or_a_register(scale_d):
     with raises(OperandError, "scale_d", "bool", "predicate register", repr(scale_d)):
         wg.mma_async(F16_WGMMA, d=d, a=0, b_desc=8192 >> 4, scale_d=scale_d)
 
+
 # ---------------------------------------------------------------- shapes
 
 
@@ -310,7 +311,7 @@ IMAGE_OWNERS = {
 def test_memory_image_is_a_private_copy_of_its_bytes(owner, kind):
     data = bytes(range(256)) * 4
     source = bytearray(data)
-    got = IMAGE_OWNERS[owner](kind(source) if kind is not bytes else data)
+    got = IMAGE_OWNERS[owner](kind(source))
     source[:] = bytes(len(source))  # the caller's buffer changes afterwards
     assert got.dtype == np.uint8 and bytes(got) == data
 
