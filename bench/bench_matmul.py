@@ -81,14 +81,15 @@ MMASIM_SCRIPT = """
 import ctypes, ctypes.util, sys, time
 import numpy as np, torch
 from mmasim.nv_ptx import WGMMA
-n, repeat, tuned = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "tuned"
+n, instruction, dtype = int(sys.argv[1]), sys.argv[2], getattr(torch, sys.argv[3])
+repeat, tuned = int(sys.argv[4]), sys.argv[5] == "tuned"
 if tuned:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     assert all(libc.mallopt(opt, value) == 1 for opt, value in KEEP_FREED_MEMORY)
 rng = np.random.default_rng(0)
-A, B = (torch.from_numpy(rng.standard_normal((n, n)).astype(np.float16)) for _ in range(2))
+A, B = (torch.from_numpy(rng.standard_normal((n, n)).astype(np.float32)).to(dtype) for _ in range(2))
 C = torch.zeros((n, n), dtype=torch.float32)
-sim = WGMMA("Hopper", "m64n256k16.f32.f16.f16")
+sim = WGMMA("Hopper", instruction)
 sim(A, B, C)
 best = float("inf")
 for _ in range(repeat):
@@ -98,30 +99,37 @@ for _ in range(repeat):
 print(best)
 """.replace("KEEP_FREED_MEMORY", repr(KEEP_FREED_MEMORY))
 
+#: The cases MMA-Sim models (it has no integer wgmma), with the torch dtype of its operands
+#: (tf32 operands are float32 tensors, as fastmma takes them).
+MMASIM_DTYPES = {"f16->f32": "float16", "bf16->f32": "bfloat16", "tf32->f32": "float32",
+                 "e4m3->f32": "float8_e4m3fn"}
 
-def mmasim_seconds(n, allocator):
-    """MMA-Sim's best time for an n^3 f16 GEMM (after one warm-up call), in a fresh process
-    with glibc's default allocator or one ``tuned`` to keep freed memory: MMA-Sim's tensor
-    temporaries otherwise come from fresh pages, which cost it up to 2.5x its time, and
-    whether they do varies from one process to the next."""
-    out = subprocess.run([sys.executable, "-c", MMASIM_SCRIPT, str(n), "3" if n <= 256 else "1", allocator],
-                         capture_output=True, text=True, timeout=600)
+
+def mmasim_seconds(case, n, allocator):
+    """MMA-Sim's best time for an n^3 GEMM of ``case`` (after one warm-up call), in a fresh
+    process with glibc's default allocator or one ``tuned`` to keep freed memory: MMA-Sim's
+    tensor temporaries otherwise come from fresh pages, which cost it up to 2.5x its time,
+    and whether they do varies from one process to the next."""
+    args = [str(n), CASES[case][0], MMASIM_DTYPES[case], "3" if n <= 256 else "1", allocator]
+    out = subprocess.run([sys.executable, "-c", MMASIM_SCRIPT, *args], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return float(out.stdout)
 
 
 @pytest.mark.parametrize("size", [256, 512])
-def bench_against_mmasim(benchmark, record_speedup, size):
+@pytest.mark.parametrize("case", list(MMASIM_DTYPES))
+def bench_against_mmasim(benchmark, record_speedup, case, size):
     pytest.importorskip("mmasim", reason="MMA-Sim is an optional comparison: pip install mmasim")
     pytest.importorskip("torch")
-    A, B = operands(np.float16, size)
-    benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": "m64n256k16.f32.f16.f16"},
+    instruction, dtype = CASES[case]
+    A, B = operands(dtype, size)
+    benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction},
                        rounds=30 if size <= 256 else 5, iterations=1, warmup_rounds=1)
     ours = benchmark.stats.stats.min
-    default, tuned = mmasim_seconds(size, "default"), mmasim_seconds(size, "tuned")
+    default, tuned = mmasim_seconds(case, size, "default"), mmasim_seconds(case, size, "tuned")
     benchmark.extra_info.update(mmasim_seconds=default, mmasim_tuned_seconds=tuned, speedup=default / ours,
                                 speedup_tuned=tuned / ours)
-    record_speedup("f16->f32", f"{size}^3", ours, default, tuned)
+    record_speedup(case, f"{size}^3", ours, default, tuned)
 
 
 PEAK_SCRIPT = """
