@@ -341,6 +341,27 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
     return any_special != 0
 
 
+@njit(cache=True, _nrt=False)
+def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh):
+    """Row ``r`` of A into :func:`decode_packed`'s layout; whether it holds an inf or NaN.
+    Compiled without reference counting, like the ``_rows`` helpers: each group's runs are
+    views, and with numba's counting every view cost an atomic increment and decrement (A of
+    a 2048^3 GEMM, 2 threads: f16 1.16 -> 0.75 ns an element, e4m3 2.13 -> 1.46 ns)."""
+    cols = bits.shape[1]
+    nkb, _, ng, MB, G = vals.shape
+    KB = ng * G
+    ib = r // MB
+    rr = r - ib * MB
+    sp = False
+    for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
+        for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
+            sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
+                              neg, zero, off)
+            if lows.shape[3]:
+                _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, sh, lo, 0, low_zero)
+    return sp
+
+
 @njit(parallel=True, cache=True)
 def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     """Values (times ``2^sh``: float32 ``vals`` only) and exponents (less ``off``; ``zero``
@@ -353,24 +374,13 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
     same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).
     Returns ``(special, any)``: which rows hold an inf or NaN, and whether any does."""
-    rows, cols = bits.shape
-    nkb, _, ng, MB, G = vals.shape
-    KB = ng * G
+    rows = bits.shape[0]
     q = f32_decoder(p, bits.itemsize * 8, sh, neg)
     special = np.zeros(rows, np.bool_)
     for r in prange(rows):
         saved = read_mxcsr()
         write_mxcsr(_I32(MXCSR_NEAREST))  # no flush-to-zero of subnormal values from the caller's
-        ib = r // MB
-        rr = r - ib * MB
-        sp = False
-        for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
-            for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
-                sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
-                                  neg, zero, off)
-                if lows.shape[3]:
-                    _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, sh, lo, 0, low_zero)
-        special[r] = sp
+        special[r] = _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh)
         write_mxcsr(saved)
     return special, special.any()
 
