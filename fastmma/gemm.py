@@ -99,7 +99,8 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
         raise OperandError(f"A is {a.shape[0]}x{kk} and B is {b.shape[0]}x{b.shape[1]}: their K must agree")
     n = b.shape[1]
     ctype, dtype = inst.ctype, inst.dtype
-    use_c = C is not None and (scale_d is None or scale_d_flag(scale_d))
+    scales_c = scale_d is None or scale_d_flag(scale_d)  # checked even where there is no C
+    use_c = C is not None and scales_c
     # with no C, no kernel reads C's values (use_c=False), so it needs no zeros
     c = _operand(C, ctype, "C", (m, n)) if C is not None else np.empty((m, n), get_format(ctype).storage)
     if kk == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)

@@ -48,12 +48,9 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     ctype = inst.ctype
     a = operand_bits(A, inst.atype, (m, k), "A")
     b = operand_bits(B, inst.btype, (k, n), "B")
-    if C is None:
-        c = np.zeros((m, n), get_format(ctype).storage)
-        use_c = False
-    else:
-        c = operand_bits(C, ctype, (m, n), "C")
-        use_c = _scale_d(inst) if scale_d is None else scale_d_flag(scale_d)
+    scales_c = _scale_d(inst) if scale_d is None else scale_d_flag(scale_d)  # checked even where there is no C
+    use_c = C is not None and scales_c
+    c = np.zeros((m, n), get_format(ctype).storage) if C is None else operand_bits(C, ctype, (m, n), "C")
     neg_a = getattr(inst, "imm_scale_a", 1) == -1
     neg_b = getattr(inst, "imm_scale_b", 1) == -1
     d = execute(inst.rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype,

@@ -99,6 +99,22 @@ def test_scale_d_is_a_bool(api, scale_d):
         calls[api]()
 
 
+@pytest.mark.parametrize("scale_d", ["false", 2, np.array([True]), 0.0])
+@pytest.mark.parametrize("api", ["mma", "matmul", "dask"])
+def test_scale_d_is_checked_without_c(api, scale_d):
+    """With no C the predicate changes nothing, but a bad one is still an error, not ignored."""
+    A, B = np.ones((64, 16), np.float16), np.ones((16, 8), np.float16)
+    if api == "dask":
+        pytest.importorskip("dask.array")
+    calls = {
+        "mma": lambda: fastmma.mma(F16_WGMMA, A, B, scale_d=scale_d),
+        "matmul": lambda: fastmma.matmul(A, B, instruction=F16_WGMMA, scale_d=scale_d),
+        "dask": lambda: importlib.import_module("fastmma.dask").matmul(A, B, instruction=F16_WGMMA, scale_d=scale_d),
+    }
+    with raises(OperandError, "scale_d", "bool", repr(scale_d)):
+        calls[api]()
+
+
 @pytest.mark.parametrize("scale_d", [2, -1, np.int64(3), np.array([True]), 0.0, [1]])
 def test_warpgroup_scale_d_is_a_bool_or_a_register(scale_d):
     """The Warpgroup also takes a predicate register's name; any other value is a bool or 0/1,
