@@ -40,7 +40,7 @@ import numpy as np
 
 from .errors import FastmmaError, OperandError
 from .formats import as_numpy, get_format, is_int, to_bits
-from .gemm import resolve_instruction
+from .gemm import checked_progress, resolve_instruction
 from .gemm import matmul as _local_matmul
 from .mma import scale_d_flag
 
@@ -310,6 +310,7 @@ def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=N
         from .cli import ProgressBar
 
         progress = ProgressBar(progress_stream, label=f"gemm @ {scheduler}")
+    checked_progress(progress)
     scale_d = _checked_options(scale_d, block, threads)  # a bad option is an error before waiting on a connection
     with _connect(distributed, scheduler, timeout) as client:
         return compute_on(client, A, B, C, instruction=instruction, progress=progress, scale_d=scale_d, block=block,
@@ -333,6 +334,7 @@ def compute_on(client, A, B, C=None, *, instruction, progress=None, scale_d=None
     from distributed.scheduler import KilledWorker
 
     inst = resolve_instruction(instruction)
+    checked_progress(progress)
     a, b, c = _operands(da, A, B, C, inst)
     a, b, c = _scattered(client, da, a, b, c, block)
     d = client.persist(matmul(a, b, c, instruction=inst, scale_d=scale_d, block=block, threads=threads))

@@ -92,6 +92,7 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     of columns complete (the CLI's progress bar); the numbers do not depend on it.
     """
     inst = resolve_instruction(instruction)
+    checked_progress(progress)
     a = _operand(A, inst.atype, "A")
     b = _operand(B, inst.btype, "B")
     m, kk = a.shape
@@ -110,6 +111,14 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     if progress is None:
         return from_bits(run(a, b, c), dtype)
     return from_bits(_by_column_blocks(run, a, b, c, get_format(dtype).storage, progress), dtype)
+
+
+def checked_progress(progress):
+    """``progress`` if it is None or a callable ``progress(done, total)``; anything else is an
+    error before the GEMM starts, not a TypeError at its first block."""
+    if progress is not None and not callable(progress):
+        raise OperandError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
+    return progress
 
 
 def accumulator_instruction(inst):

@@ -99,6 +99,22 @@ def test_scale_d_is_a_bool(api, scale_d):
         calls[api]()
 
 
+@pytest.mark.parametrize("progress", [3, "bar", True])
+@pytest.mark.parametrize("api", ["matmul", "cluster"])
+def test_progress_is_a_callable(api, progress):
+    """Checked before any work (for a cluster, before connecting), not a TypeError at the
+    first block."""
+    A, B = np.ones((64, 16), np.float16), np.ones((16, 8), np.float16)
+    if api == "cluster":
+        pytest.importorskip("distributed")
+    calls = {
+        "matmul": lambda: fastmma.matmul(A, B, instruction=F16_WGMMA, progress=progress),
+        "cluster": lambda: importlib.import_module("fastmma.dask").run_gemm_on_cluster(
+            A, B, instruction=F16_WGMMA, scheduler="tcp://127.0.0.1:9", progress=progress, timeout=0.1),
+    }
+    with raises(OperandError, "progress", "callable", repr(progress)):
+        calls[api]()
+
 @pytest.mark.parametrize("scale_d", ["false", 2, np.array([True]), 0.0])
 @pytest.mark.parametrize("api", ["mma", "matmul", "dask"])
 def test_scale_d_is_checked_without_c(api, scale_d):
