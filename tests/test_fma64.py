@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastmma.errors import OperandError
-from fastmma.kernels.fma64 import RM, RN, RP, RZ, fma_bits, mma_f64
+from fastmma.kernels.fma64 import _KB, _NB, RM, RN, RP, RZ, fma_bits, mma_f64
+from fastmma.kernels.fp_env import HAS_MXCSR
 
 GOLDEN = Path(__file__).parent / "golden" / "wmma"
 F64_FILES = sorted(GOLDEN.glob("wmma.m8n8k4.*.f64.f64.f64.*.npz"))
@@ -398,12 +399,17 @@ def reference_gpu_fma(a: int, b: int, c: int, rounding: int) -> int:
     return reference_fma(a, b, c, rounding)
 
 
+#: mma_f64's two kernels: the CPU's FMAs (x86 only) and integer arithmetic
+HOST_FMA = [True, False] if HAS_MXCSR else [False]
+
+
+@pytest.mark.parametrize("host_fma", HOST_FMA, ids=lambda h: "host fma" if h else "integer")
 @pytest.mark.parametrize("rounding", [RN, RZ, RM, RP])
-def test_mma_f64_matches_reference_chain(rounding):
+def test_mma_f64_matches_reference_chain(rounding, host_fma):
     rng = np.random.default_rng(rounding)
     m, k, n = 5, 7, 3
     a, b, c = (_random_bits(rng, s, specials=True) for s in ((m, k), (k, n), (m, n)))
-    d = mma_f64(a, b, c, rounding)
+    d = mma_f64(a, b, c, rounding, host_fma=host_fma)
     assert d.dtype == np.uint64 and d.shape == (m, n)
     for i in range(m):
         for j in range(n):
@@ -411,6 +417,49 @@ def test_mma_f64_matches_reference_chain(rounding):
             for kk in range(k):  # increasing k
                 acc = reference_gpu_fma(int(a[i, kk]), int(b[kk, j]), acc, rounding)
             assert int(d[i, j]) == acc, f"D[{i},{j}]"
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="the CPU's FMAs are used only on x86")
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(TRIPLES, st.sampled_from([RN, RZ, RM, RP]))
+def test_host_fma_matches_exact_reference(triple, rounding):
+    """One fma by the CPU (a 1x1x1 product) against exact rational arithmetic: subnormal,
+    overflowing and exactly cancelling results in every direction."""
+    a, b, c = (np.array([[x]], np.uint64) for x in triple)
+    got = int(mma_f64(a, b, c, rounding, host_fma=True)[0, 0])
+    want = reference_fma(*triple, rounding)
+    assert got == want, f"fma({triple[0]:#018x}, {triple[1]:#018x}, {triple[2]:#018x}, {rounding}): got {got:#018x}"
+
+
+def _hard_chains(rng, m, k, n):
+    """A, B, C whose chains overflow, turn subnormal, cancel exactly and meet every special:
+    each row of A and column of B has its own binade, so that their products land in the
+    normal range, past the largest double or among the subnormals; C is scaled to match."""
+    row_binade = rng.choice([0, 0, -540, 512, -1000, 40], m)
+    col_binade = rng.choice([0, -520, 512, -60, 20], n)
+    a = np.ldexp(rng.standard_normal((m, k)), row_binade[:, None] + rng.integers(-3, 4, (m, k)))
+    b = np.ldexp(rng.standard_normal((k, n)), col_binade[None, :] + rng.integers(-3, 4, (k, n)))
+    c = np.ldexp(rng.standard_normal((m, n)), np.clip(row_binade[:, None] + col_binade[None, :] + 5, -1074, 1015))
+    a[0], b[:, 0] = rng.integers(-9, 9, k), rng.integers(-9, 9, k)  # small integers: exact products
+    c[0, 0] = -a[0, 0] * b[0, 0]  # the chain's first step cancels exactly
+    a, b, c = (x.view(np.uint64).copy() for x in (a, b, c))
+    pool = np.array([INF, NINF, PZ, NZ, MAX, 1, 0x7FF4000000000001, 0xFFF8000000000123], dtype=np.uint64)
+    a[-1, rng.integers(0, k, 3)] = rng.choice(pool, 3)  # the last row meets specials
+    b[rng.integers(0, k, 4), rng.integers(0, n, 4)] = rng.choice(pool, 4)  # and a few columns
+    c[rng.integers(0, m, 4), rng.integers(0, n, 4)] = rng.choice(pool, 4)
+    return a, b, c
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="the CPU's FMAs are used only on x86")
+@pytest.mark.parametrize("rounding", [RN, RZ, RM, RP])
+def test_host_fma_chains_match_the_integer_kernel(rounding):
+    """Whole chains across the host kernel's blocks of K and N (one more of each than fits),
+    with overflow, subnormals, exact cancellation and specials, give the integer kernel's bits."""
+    rng = np.random.default_rng(10)
+    a, b, c = _hard_chains(rng, 12, _KB + 44, _NB + 88)
+    host = mma_f64(a, b, c, rounding, host_fma=True)
+    integer = mma_f64(a, b, c, rounding, host_fma=False)
+    assert (host == integer).all(), f"{(host != integer).sum()} elements differ"
 
 
 def test_mma_f64_accepts_rounding_names():

@@ -66,7 +66,8 @@ def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
     """The rules whose sums are exact before one final step (integer, b1, f64 FMA chain).
 
     ``fast`` picks the blocked kernels of ``int_gemm`` over the per-element ones of
-    ``int_dot``; both give the same bits.
+    ``int_dot``, and the f64 chains on the CPU's FMAs over the integer ones (``fma64``); each
+    pair gives the same bits.
     """
     out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
     if isinstance(rule, IntDotRule):
@@ -84,8 +85,10 @@ def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
         (popc_gemm if fast else popc_mma)(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
     elif isinstance(rule, FmaChainRule):
         from .fma64 import mma_f64
+        from .fp_env import HAS_MXCSR
 
-        out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding])
+        out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding],
+                           host_fma=fast and HAS_MXCSR)
     else:
         raise TypeError(f"no kernel for rule {rule!r}")
     return out

@@ -31,6 +31,10 @@ HAS_MXCSR = platform.machine().lower() in ("x86_64", "amd64", "x86", "i386", "i6
 MXCSR_NEAREST = 0x1F80
 #: The same, rounding toward zero (bits 13-14 = 11).
 MXCSR_TOWARD_ZERO = MXCSR_NEAREST | 0x6000
+#: The same, rounding toward -inf (bits 13-14 = 01).
+MXCSR_DOWN = MXCSR_NEAREST | 0x2000
+#: The same, rounding toward +inf (bits 13-14 = 10).
+MXCSR_UP = MXCSR_NEAREST | 0x4000
 
 
 def _mxcsr_call(builder, name, ptr):

@@ -1,4 +1,4 @@
-"""Eight LLVM operations that numba does not expose, for loops that must vectorise.
+"""Nine LLVM operations that numba does not expose, for loops that must vectorise.
 
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
@@ -9,8 +9,9 @@ LLVM keeps the int64 lanes (two vectors of 8 and the conversions between them, f
 16).
 ``shl_i32`` and ``lshr_i32`` shift an int32 by an int32 in 32 bits: numba shifts in int64,
 and a shift by a run-time amount (a format's field position) then keeps int64 lanes.
-``fma_f32`` is a fused multiply-add (``vfmadd``), rounded once: numba never fuses ``a * b +
-c`` itself, and a multiply and an add are two vector operations where one does.
+``fma_f32`` and ``fma_f64`` are fused multiply-adds (``vfmadd``), rounded once: numba never
+fuses ``a * b + c`` itself, and a multiply and an add are two vector operations where one
+does.
 ``as_element_of`` converts an integer to an array's element type, so that one loop body
 computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
 """
@@ -36,17 +37,27 @@ def ldexp_f32(typingctx, x, e):
         return types.float32(types.float32, types.int32), codegen
 
 
+def _fma_codegen(float_type, suffix):
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(float_type, [float_type] * 3)
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.{suffix}"), args)
+
+    return codegen
+
+
 @intrinsic
 def fma_f32(typingctx, a, b, c):
     """``a * b + c`` for float32 operands, rounded once as the CPU's rounding mode says
     (``llvm.fma``)."""
     if a == types.float32 and b == types.float32 and c == types.float32:
-        def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.FloatType(), [ir.FloatType()] * 3)
-            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.f32")
-            return builder.call(fn, args)
+        return types.float32(types.float32, types.float32, types.float32), _fma_codegen(ir.FloatType(), "f32")
 
-        return types.float32(types.float32, types.float32, types.float32), codegen
+
+@intrinsic
+def fma_f64(typingctx, a, b, c):
+    """:func:`fma_f32` for float64 operands."""
+    if a == types.float64 and b == types.float64 and c == types.float64:
+        return types.float64(types.float64, types.float64, types.float64), _fma_codegen(ir.DoubleType(), "f64")
 
 
 @intrinsic
