@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastmma.errors import OperandError
-from fastmma.kernels.fma64 import _KB, _NB, RM, RN, RP, RZ, fma_bits, mma_f64
+from fastmma.kernels.fma64 import _KB, _NB, RM, RN, RP, RZ, fma_bits, fma_gemm, mma_f64
 from fastmma.kernels.fp_env import HAS_MXCSR
+from fastmma.kernels.register_blocks import fits_registers
 
 GOLDEN = Path(__file__).parent / "golden" / "wmma"
 F64_FILES = sorted(GOLDEN.glob("wmma.m8n8k4.*.f64.f64.f64.*.npz"))
@@ -451,13 +452,17 @@ def _hard_chains(rng, m, k, n):
 
 
 @pytest.mark.skipif(not HAS_MXCSR, reason="the CPU's FMAs are used only on x86")
+@pytest.mark.parametrize("blocks", [True, False], ids=["register blocks", "rows"])
 @pytest.mark.parametrize("rounding", [RN, RZ, RM, RP])
-def test_host_fma_chains_match_the_integer_kernel(rounding):
-    """Whole chains across the host kernel's blocks of K and N (one more of each than fits),
-    with overflow, subnormals, exact cancellation and specials, give the integer kernel's bits."""
+def test_host_fma_chains_match_the_integer_kernel(rounding, blocks):
+    """Whole chains across the host kernel's panels of K and N (one more of each than fits,
+    and a block of rows that is not full), with overflow, subnormals, exact cancellation and
+    specials, give the integer kernel's bits, with the register blocks or without them."""
+    if blocks and not fits_registers():
+        pytest.skip("the register blocks need AVX-512")
     rng = np.random.default_rng(10)
-    a, b, c = _hard_chains(rng, 12, _KB + 44, _NB + 88)
-    host = mma_f64(a, b, c, rounding, host_fma=True)
+    a, b, c = _hard_chains(rng, 13, _KB + 44, _NB + 88)
+    host = fma_gemm(a, b, c, rounding, blocks)
     integer = mma_f64(a, b, c, rounding, host_fma=False)
     assert (host == integer).all(), f"{(host != integer).sum()} elements differ"
 

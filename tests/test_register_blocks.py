@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastmma.kernels.register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, fma_block
-from fastmma.kernels.vector_ops import fma_f32
+from fastmma.kernels.register_blocks import (BYTE_COLUMNS, COLUMNS, COLUMNS64, ROWS, count_block, fma_block,
+                                              fma_block64)
+from fastmma.kernels.vector_ops import fma_f32, fma_f64
 
 
 @njit(cache=False)
@@ -15,45 +16,59 @@ def _fma_blocks(a, b, acc, ra, nb, kn):
 
 
 @njit(cache=False)
+def _fma_blocks64(a, b, acc, ra, nb, kn):
+    for j0 in range(0, nb, COLUMNS64):
+        fma_block64(a, b, acc, ra, j0, kn)
+
+
+@njit(cache=False)
 def _count_blocks(a, b, cnt, ra, nb, kn):
     for j0 in range(0, nb, BYTE_COLUMNS):
         count_block(a, b, cnt, ra, j0, kn)
 
 
-def _fma_by_hand(a, b, acc, ra, nb, kn):
-    out = acc.copy()
-    for q in range(ROWS):
-        for j in range(nb):
-            t = out[q, j]
-            for k in range(kn):
-                t = fma_f32(a[ra + q, k], b[k, j], t)
-            out[q, j] = t
-    return out
+def _by_hand(fma):
+    """The blocks' chains as plain loops, with the scalar ``fma``."""
+    def chains(a, b, acc, ra, nb, kn):
+        out = acc.copy()
+        for q in range(ROWS):
+            for j in range(nb):
+                t = out[q, j]
+                for k in range(kn):
+                    t = fma(a[ra + q, k], b[k, j], t)
+                out[q, j] = t
+        return out
+
+    return njit(cache=False)(chains)
 
 
-_fma_by_hand = njit(cache=False)(_fma_by_hand)
+#: (blocked loop, plain loop, columns of a block, element type)
+FMA_BLOCKS = {"float32": (_fma_blocks, _by_hand(fma_f32), COLUMNS, np.float32),
+              "float64": (_fma_blocks64, _by_hand(fma_f64), COLUMNS64, np.float64)}
 
 
+@pytest.mark.parametrize("dtype", list(FMA_BLOCKS))
 @pytest.mark.parametrize("ra, kn", [(0, 32), (5, 7), (3, 1), (2, 0)])
-def test_fma_block_is_a_chain_of_fused_multiply_adds(ra, kn):
+def test_fma_block_is_a_chain_of_fused_multiply_adds(ra, kn, dtype):
     """Each column's chain, in order, rounded once per step (values whose products need
     the fused rounding: a separate multiply and add would differ), on a view of B that
     starts inside a row; the columns past the blocks are not touched."""
+    blocks, by_hand, columns, ftype = FMA_BLOCKS[dtype]
     rng = np.random.default_rng(kn)
-    a = (rng.standard_normal((9, 40)) * 2.0 ** rng.integers(-30, 30, (9, 40))).astype(np.float32)
-    b_all = (rng.standard_normal((45, 2 * COLUMNS + 30)) * 2.0 ** rng.integers(-30, 30, (45, 2 * COLUMNS + 30)))
-    b = b_all.astype(np.float32)[3:3 + kn, 5:]
-    acc = rng.standard_normal((ROWS, b.shape[1])).astype(np.float32)
+    a = (rng.standard_normal((9, 40)) * 2.0 ** rng.integers(-30, 30, (9, 40))).astype(ftype)
+    b_all = (rng.standard_normal((45, 2 * columns + 30)) * 2.0 ** rng.integers(-30, 30, (45, 2 * columns + 30)))
+    b = b_all.astype(ftype)[3:3 + kn, 5:]
+    acc = rng.standard_normal((ROWS, b.shape[1])).astype(ftype)
     got = acc.copy()
-    _fma_blocks(a, b, got, ra, 2 * COLUMNS, kn)
-    want = _fma_by_hand(a, b, acc, ra, 2 * COLUMNS, kn)
-    assert np.array_equal(got[:, :2 * COLUMNS], want[:, :2 * COLUMNS])
-    assert np.array_equal(got[:, 2 * COLUMNS:], acc[:, 2 * COLUMNS:])
+    blocks(a, b, got, ra, 2 * columns, kn)
+    want = by_hand(a, b, acc, ra, 2 * columns, kn)
+    assert np.array_equal(got[:, :2 * columns], want[:, :2 * columns])
+    assert np.array_equal(got[:, 2 * columns:], acc[:, 2 * columns:])
     if kn:
-        unfused = acc[:, :2 * COLUMNS].astype(np.float32)
+        unfused = acc[:, :2 * columns].astype(ftype)
         for k in range(kn):
-            unfused = unfused + a[ra:ra + ROWS, k:k + 1] * b[k, :2 * COLUMNS]
-        assert not np.array_equal(got[:, :2 * COLUMNS], unfused)
+            unfused = unfused + a[ra:ra + ROWS, k:k + 1] * b[k, :2 * columns]
+        assert not np.array_equal(got[:, :2 * columns], unfused)
 
 
 @pytest.mark.parametrize("ra, kn", [(0, 32), (5, 7), (3, 1), (2, 0)])

@@ -57,6 +57,7 @@ from numba.extending import intrinsic
 from ..errors import OperandError
 from ..formats import is_int
 from .fp_env import HAS_MXCSR, MXCSR_DOWN, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, MXCSR_UP, read_mxcsr, write_mxcsr
+from .register_blocks import COLUMNS64, ROWS, fits_registers, fma_block64
 from .vector_ops import fma_f64
 
 # Rounding codes, one per PTX rounding modifier.
@@ -378,7 +379,7 @@ def _special(x):
 
 
 @njit(cache=True, parallel=True)
-def fma_gemm(a, b, c, rounding):
+def fma_gemm(a, b, c, rounding, blocks):
     """:func:`mma_f64_kernel`'s D by the CPU's own fused multiply-adds (x86: :data:`.fp_env.HAS_MXCSR`).
 
     For finite operands the H100's chain is IEEE 754's fusedMultiplyAdd in the instruction's
@@ -388,29 +389,29 @@ def fma_gemm(a, b, c, rounding):
     products are finite, so an accumulator that overflowed to inf stays inf).  Where an
     element's chain has an inf or NaN operand (its row of A, its column of B or its C), the
     GPU's choice of NaN is not the CPU's, and the element is recomputed by :func:`_fma`.
-    The chains run in 8 float64 lanes across a row, B in panels that stay in cache."""
+    B is taken in panels that stay in cache; where ``blocks`` (AVX-512:
+    :func:`.register_blocks.fits_registers`) the chains of ``ROWS`` rows by ``COLUMNS64``
+    columns stay in registers through a panel (:func:`.register_blocks.fma_block64`), each
+    block of the panel's columns copied to be contiguous first, and the rest run in 8 float64
+    lanes across a row."""
     m, kk = a.shape
     n = b.shape[1]
     d = np.empty((m, n), np.uint64)
     af, bf, cf, df = a.view(np.float64), b.view(np.float64), c.view(np.float64), d.view(np.float64)
     mxcsr = np.int32(_MXCSR_BY_ROUNDING[rounding])
+    packed = np.empty((_NB // COLUMNS64, _KB, COLUMNS64), np.float64)  # a panel's blocks of columns, each contiguous
     for jb in range(0, n, _NB):
         nb = min(_NB, n - jb)
+        jt = nb - nb % COLUMNS64 if blocks else 0  # the panel's columns that fill blocks
         for kb in range(0, kk, _KB):
             kbs = min(_KB, kk - kb)
-            for i in prange(m):
+            bpan = bf[kb:kb + kbs, jb:jb + nb]
+            for k in prange(kbs):
+                _pack_row(packed, bpan, k, jt)
+            for ib in prange((m + ROWS - 1) // ROWS):
                 saved = read_mxcsr()
                 write_mxcsr(mxcsr)
-                drow = df[i, jb:jb + nb]
-                if kb == 0:
-                    crow = cf[i, jb:jb + nb]
-                    for j in range(nb):
-                        drow[j] = crow[j]
-                for k in range(kbs):
-                    x = af[i, kb + k]
-                    brow = bf[kb + k, jb:jb + nb]
-                    for j in range(nb):
-                        drow[j] = fma_f64(x, brow[j], drow[j])
+                _row_block_chains(af, cf, df, bpan, packed, ib * ROWS, min(ROWS, m - ib * ROWS), jb, kb, jt)
                 write_mxcsr(saved)
     col_special = np.zeros(n, np.bool_)
     for k in range(kk):
@@ -418,16 +419,56 @@ def fma_gemm(a, b, c, rounding):
         for j in range(n):
             col_special[j] |= _special(brow[j])
     for i in prange(m):
-        row_special = False
-        for k in range(kk):
-            row_special |= _special(a[i, k])
-        for j in range(n):
-            if row_special or col_special[j] or _special(c[i, j]):
-                acc = c[i, j]
-                for k in range(kk):
-                    acc = _fma(a[i, k], b[k, j], acc, rounding)
-                d[i, j] = acc
+        _recompute_specials(a, b, c, d, i, col_special, rounding)
     return d
+
+
+@njit(cache=True, inline="always")
+def _pack_row(packed, bpan, k, jt):
+    """Row ``k`` of the panel's first ``jt`` columns into ``packed``, block by block."""
+    for jl in range(jt // COLUMNS64):
+        dst, src = packed[jl, k], bpan[k, jl * COLUMNS64:(jl + 1) * COLUMNS64]
+        for j in range(COLUMNS64):
+            dst[j] = src[j]
+
+
+@njit(cache=True, inline="always")
+def _row_block_chains(af, cf, df, bpan, packed, i0, nr, jb, kb, jt):
+    """The chains of rows ``i0 .. i0 + nr`` through the panel ``bpan`` (rows ``kb ..`` of B,
+    columns ``jb ..``), in the caller's rounding direction: C first where the panel is the
+    first, then register blocks over the first ``jt`` columns (a full block of rows only)
+    and plain row loops over the rest."""
+    kbs, nb = bpan.shape
+    if kb == 0:
+        for q in range(nr):
+            drow, crow = df[i0 + q, jb:jb + nb], cf[i0 + q, jb:jb + nb]
+            for j in range(nb):
+                drow[j] = crow[j]
+    jr = jt if nr == ROWS else 0
+    for jl in range(jr // COLUMNS64):
+        j0 = jb + jl * COLUMNS64
+        fma_block64(af[i0:i0 + ROWS, kb:kb + kbs], packed[jl], df[i0:i0 + ROWS, j0:j0 + COLUMNS64], 0, 0, kbs)
+    for q in range(nr):
+        drow = df[i0 + q, jb + jr:jb + nb]
+        for k in range(kbs):
+            x = af[i0 + q, kb + k]
+            brow = bpan[k, jr:]
+            for j in range(nb - jr):
+                drow[j] = fma_f64(x, brow[j], drow[j])
+
+
+@njit(cache=True, inline="always")
+def _recompute_specials(a, b, c, d, i, col_special, rounding):
+    """Row ``i`` of D by :func:`_fma` where an element's chain has an inf or NaN operand."""
+    row_special = False
+    for k in range(a.shape[1]):
+        row_special |= _special(a[i, k])
+    for j in range(b.shape[1]):
+        if row_special or col_special[j] or _special(c[i, j]):
+            acc = c[i, j]
+            for k in range(a.shape[1]):
+                acc = _fma(a[i, k], b[k, j], acc, rounding)
+            d[i, j] = acc
 
 
 def mma_f64(a, b, c, rounding, *, host_fma=HAS_MXCSR):
@@ -449,7 +490,9 @@ def mma_f64(a, b, c, rounding, *, host_fma=HAS_MXCSR):
         )
     if host_fma and not HAS_MXCSR:
         raise ValueError("host_fma needs x86's MXCSR to set the rounding direction")
-    return (fma_gemm if host_fma else mma_f64_kernel)(a, b, c, rounding)
+    if host_fma:
+        return fma_gemm(a, b, c, rounding, fits_registers())
+    return mma_f64_kernel(a, b, c, rounding)
 
 
 def _rounding_code(rounding) -> int:

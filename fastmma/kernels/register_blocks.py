@@ -1,11 +1,11 @@
 """Two loops over k whose running values stay in vector registers, written in LLVM IR.
 
 ``fma_block(a, b, acc, ra, j0, kn)``: for the ``ROWS`` rows ``q`` and ``COLUMNS`` (64)
-columns ``j`` of a block,
+columns ``j`` of a block (``fma_block64``: ``COLUMNS64``, 32, in float64),
 
     acc[q, j0 + j] = fma(a[ra + q, kn - 1], b[kn - 1, j0 + j], ... fma(a[ra + q, 0], b[0, j0 + j], acc[q, j0 + j]))
 
-each step rounded once as the CPU's rounding mode says (float32).
+each step rounded once as the CPU's rounding mode says (float32, or float64).
 
 ``count_block(a, b, cnt, ra, j0, kn)``: for ``ROWS`` rows and ``BYTE_COLUMNS`` (128)
 columns of uint8 codes, ``cnt[q, j0 + j]`` (a threshold on entry) becomes the number of
@@ -34,8 +34,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 ROWS = 4  #: rows of a block
-VECTORS = 4  #: 16-lane float32 vectors across a block of fma_block
+VECTORS = 4  #: 16-lane float32 (or 8-lane float64) vectors across a block of fma_block (fma_block64)
 COLUMNS = 16 * VECTORS
+COLUMNS64 = 8 * VECTORS
 BYTE_VECTORS = 2  #: 64-lane uint8 vectors across a block of count_block
 BYTE_COLUMNS = 64 * BYTE_VECTORS
 
@@ -43,6 +44,7 @@ _I64 = ir.IntType(64)
 _I32 = ir.IntType(32)
 _I8 = ir.IntType(8)
 _V16F = ir.VectorType(ir.FloatType(), 16)
+_V8D = ir.VectorType(ir.DoubleType(), 8)
 _V64B = ir.VectorType(_I8, 64)
 _V16I = ir.VectorType(_I32, 16)
 _FLOAT_SUFFIX = {"float": "f32", "double": "f64"}  # LLVM's intrinsic names by element type
@@ -71,7 +73,7 @@ def _k_loop(builder, A, B, C, ra, j0, kn, vty, vectors, start, step, a_elem):
     as phi nodes), then for each k ``state = step(builder, state, a_k, b_k, c_vectors)``
     with ``a_k`` the rows' elements of A at k (of LLVM type ``a_elem``) and ``b_k`` the
     block's vectors of B's row k; the last state is stored into C's block."""
-    width = 64  # bytes per vector: 16 float32 or 64 uint8
+    width = 64  # bytes per vector: 16 float32, 8 float64 or 64 uint8
     zero = ir.Constant(_I64, 0)
     c_rows = [_address(builder, C, ir.Constant(_I64, q), j0) for q in range(ROWS)]
     c_vecs = [[builder.load(_pointer(builder, c_rows[q], width * v, vty), align=1) for v in range(vectors)]
@@ -176,6 +178,12 @@ def fma_block(typingctx, a, b, acc, ra, j0, kn):
     """``acc[:ROWS, j0:j0 + COLUMNS]`` <- the chains over ``k < kn`` of ``a[ra + q, k] *
     b[k, j0 + j]`` fused onto it; float32 2-D arrays, integer indices (see the module)."""
     return _typer(types.float32, _V16F, VECTORS, lambda c: c, _fma_step, a, b, acc, ra, j0, kn)
+
+
+@intrinsic
+def fma_block64(typingctx, a, b, acc, ra, j0, kn):
+    """:func:`fma_block` in float64: ``acc[:ROWS, j0:j0 + COLUMNS64]``, float64 2-D arrays."""
+    return _typer(types.float64, _V8D, VECTORS, lambda c: c, _fma_step, a, b, acc, ra, j0, kn)
 
 
 @intrinsic
