@@ -19,7 +19,8 @@ from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _c_exponent,
-                                      _finish_row_rz32, _finish_row_rz_fenv, _finish_row_rz_normal,
+                                      _finish_row_rne16, _finish_row_rz32, _finish_row_rz_fenv,
+                                      _finish_row_rz_normal,
                                       _normal_bound, _scale_normal, exponent_lanes, fused_gemm, prescale)
 
 INSTRUCTIONS = [
@@ -444,6 +445,62 @@ def test_float32_lanes_rounding_toward_zero_on_random_sums(finish, frac, omb, wr
     assert acc.view(np.uint32).tolist() == list(want)
     assert any(0 < (w & 0x7FFFFFFF) < 0x800000 for w in want)  # subnormal results
     assert any(abs(x) >= 2**31 for x in sums) == wraps  # int32 sums that wrap, where allowed
+
+
+@njit
+def _finish_rne16(acc, E, T, nb, frac, wraps):
+    saved = read_mxcsr()
+    write_mxcsr(np.int32(MXCSR_NEAREST))
+    if wraps:
+        _finish_row_rne16(acc, E, T, nb, frac, True)
+    else:
+        _finish_row_rne16(acc, E, T, nb, frac, False)
+    write_mxcsr(saved)
+
+
+@pytest.mark.parametrize("frac, wraps", [(25, True), (25, False), (13, False)])
+def test_float32_lanes_rounding_to_nearest_f16_on_random_sums(frac, wraps):
+    """The f16 mode's rounding in 16 lanes: x = t + trunc(c * 2^(frac - e)) times 2^(e -
+    frac), to nearest even f16, against numpy's float64-to-float16 conversion of the exact
+    value (x computed in Python integers): both signs, ties, f16 subnormals, overflow to
+    inf, zeros (+0), int32 sums past 2^31 where the rule allows them, and accumulators
+    already infinite, which stay."""
+    rng = np.random.default_rng(11)
+    n = 6000
+    E = rng.integers(-21, 32, n)  # e_max: C's zero term at -21 up to the largest f16 products
+    with np.errstate(over="ignore"):  # an exponent above 15 overflows to inf, replaced below
+        acc = np.float16(rng.uniform(1, 2, n) * rng.choice([-1, 1], n) * 2.0 ** (E - rng.integers(0, 30, n)))
+    acc = acc.astype(np.float32)
+    acc[~np.isfinite(acc) | (np.arange(n) % 7 == 0)] = 0
+    bound = (16 if wraps else 8) << (frac + 2)
+    T = (rng.integers(-bound, bound, n) >> rng.integers(0, frac + 8, n)).astype(np.int32)
+    ties = np.arange(n) % 13 == 1  # odd multiples of a power of two: ties for some shifts
+    T[ties] = (rng.integers(0, 2**10, ties.sum()) * 2 + 1) << rng.integers(0, 20, ties.sum())
+    acc[ties] = 0
+    if wraps:
+        sign = rng.choice([-1, 1], n // 11 + 1)
+        T[::11] = sign * (2**31 - rng.integers(1, 2**22, len(sign)))
+        acc[::11] = np.float16(sign * rng.uniform(1, 1.9, len(sign)) * 2.0 ** np.minimum(E[::11], 15)).astype(np.float32)
+        E[::11] = np.maximum(E[::11], 15)
+    overflowed = np.arange(n) % 17 == 3  # an accumulator that an earlier group took to inf stays
+    acc[overflowed] = np.where(np.arange(overflowed.sum()) % 2, np.inf, -np.inf)
+    want, sums = [], []
+    for c, t, e in zip(acc, T, E):
+        if np.isinf(c):
+            want.append(np.float32(c).view(np.uint32))
+            continue
+        x = int(t) + math.trunc(float(c) * 2.0 ** (frac - int(e)))
+        with np.errstate(over="ignore"):
+            r = np.float16(math.ldexp(x, int(e) - frac))  # correctly rounded, to inf past the largest f16
+        want.append(np.float32(r if r != 0 else np.float16(0)).view(np.uint32))
+        sums.append(x)
+    got = acc.copy()
+    _finish_rne16(got, E.astype(np.int32), T, n, frac, wraps)
+    assert got.view(np.uint32).tolist() == [int(w) for w in want]
+    results = np.array(want, np.uint32).view(np.float32)
+    assert np.isinf(results).any() and (results == 0).any()
+    assert ((np.abs(results) < 2.0**-14) & (results != 0)).any()  # f16 subnormals
+    assert any(abs(x) >= 2**31 for x in sums) == wraps
 
 
 @njit

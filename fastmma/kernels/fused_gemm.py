@@ -571,6 +571,37 @@ def _finish_row_rz_fenv(acc, E, T, nb, frac, omb, wraps):
 
 
 @njit(cache=True, inline="always")
+def _finish_row_rne16(acc, E, T, nb, frac, wraps):
+    """:func:`_finish_row`'s rounding to nearest even f16 (the f16 mode), in 16 int32/float32
+    lanes, for the float32 path (CPU rounding to nearest).
+
+    x (:func:`_group_sum32`, unit ``2^-up``) is an exact integer below 2^32 in magnitude.
+    An f16 result in ``[2^k, 2^(k+1))`` has its last bit at ``2^(max(k, -14) - 10)``, which is
+    ``s = max(lead, up - 14) - 10`` bits above x's unit (``lead``: x's leading bit): x's
+    magnitude is rounded to a multiple of ``2^s`` by adding half of it, less one unless the
+    kept part is odd (ties to even), and shifting.  The kept integer has at most 11
+    significant bits (12 after a carry, a power of two), so its float32 and ``ldexp`` by
+    ``2^(s - up)`` are exact; 2^16 and above is past f16's largest value and gives inf, and
+    a zero gives +0.  An accumulator that overflowed to inf in an earlier group stays as it
+    is (finite products cannot cancel it; its int32 term would be garbage).  In float64 lanes (:func:`_round_rne_f16`) the same rounding took half
+    of an f16-accumulator GEMM's time."""
+    fr = _I32(frac)
+    for j in range(nb):
+        up = sub_i32(fr, _I32(E[j]))
+        x, neg, mag = _group_sum32(acc[j], T[j], up, wraps)
+        lead = sub_i32(_I32(31), clz_u32(mag))
+        s = max(sub_i32(max(lead, sub_i32(up, _I32(14))), _I32(10)), _I32(0))
+        m32 = _I32(mag)  # the magnitude's bits: the adds and logical shifts below are uint32's
+        odd = _I32(lshr_i32(m32, s) & _I32(1))
+        bias = add_i32(sub_i32(lshr_i32(shl_i32(_I32(1), s), _I32(1)), _I32(1)), odd) if s > _I32(0) else _I32(0)
+        q = lshr_i32(add_i32(m32, bias), s)
+        r = ldexp_f32(np.float32(q), sub_i32(s, up))
+        r = np.float32(np.inf) if r >= np.float32(_F16_OVERFLOW) else r
+        r = (-r if neg != 0 else r) + np.float32(0)  # a zero is +0
+        acc[j] = acc[j] if abs(acc[j]) == np.float32(np.inf) else r
+
+
+@njit(cache=True, inline="always")
 def _group_sum32(c, t, up, wraps):
     """x = t + trunc(c * 2^up) in int32 (t: a group's sum, c: the accumulator, 2^-up: the
     unit of x), with its sign (0 or -1) and magnitude (uint32): :func:`_sum_and_sign`."""
@@ -803,6 +834,11 @@ def _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd):
             _finish_row_rz32(acc, E, T32, nb, frac, omb, True)
         else:
             _finish_row_rz32(acc, E, T32, nb, frac, omb, False)
+    elif rnd == ROUND_RNE:
+        if G == WRAPPING_GROUP and _may_wrap(T32, nb, frac):
+            _finish_row_rne16(acc, E, T32, nb, frac, True)
+        else:
+            _finish_row_rne16(acc, E, T32, nb, frac, False)
     else:
         _finish_row(acc, E, T32, nb, frac, omb, rnd)
 
