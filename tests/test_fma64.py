@@ -29,6 +29,8 @@ from fastmma.kernels.register_blocks import fits_registers
 GOLDEN = Path(__file__).parent / "golden" / "wmma"
 F64_FILES = sorted(GOLDEN.glob("wmma.m8n8k4.*.f64.f64.f64.*.npz"))
 ROUNDINGS = {"rn": RN, "rz": RZ, "rm": RM, "rp": RP}
+#: mma_f64's two kernels: the CPU's FMAs (x86 only) and integer arithmetic
+HOST_FMA = [True, False] if HAS_MXCSR else [False]
 M, N, K = 8, 8, 4
 
 # ---- reading the recordings -------------------------------------------------------------
@@ -97,13 +99,14 @@ def test_reader_matches_fragments(path):
             np.testing.assert_array_equal(np.sort(mat.ravel()), _frag_values(z[frag][i]))
 
 
+@pytest.mark.parametrize("host_fma", HOST_FMA, ids=lambda h: "host fma" if h else "integer")
 @pytest.mark.parametrize("path", F64_FILES, ids=lambda p: p.stem)
-def test_recorded_cases_bit_exact(path):
+def test_recorded_cases_bit_exact(path, host_fma):
     rounding = ROUNDINGS[_variant(path)[2]]
     cases = _cases(path)
     assert cases
     for i, (mode, a, b, c, d) in enumerate(cases):
-        got = mma_f64(a, b, c, rounding)
+        got = mma_f64(a, b, c, rounding, host_fma=host_fma)
         bad = np.argwhere(got != d)
         assert bad.size == 0, (
             f"case {i} (mode {mode}): {len(bad)} of 64 outputs differ, first "
@@ -400,10 +403,6 @@ def reference_gpu_fma(a: int, b: int, c: int, rounding: int) -> int:
     return reference_fma(a, b, c, rounding)
 
 
-#: mma_f64's two kernels: the CPU's FMAs (x86 only) and integer arithmetic
-HOST_FMA = [True, False] if HAS_MXCSR else [False]
-
-
 @pytest.mark.parametrize("host_fma", HOST_FMA, ids=lambda h: "host fma" if h else "integer")
 @pytest.mark.parametrize("rounding", [RN, RZ, RM, RP])
 def test_mma_f64_matches_reference_chain(rounding, host_fma):
@@ -465,6 +464,21 @@ def test_host_fma_chains_match_the_integer_kernel(rounding, blocks):
     host = fma_gemm(a, b, c, rounding, blocks)
     integer = mma_f64(a, b, c, rounding, host_fma=False)
     assert (host == integer).all(), f"{(host != integer).sum()} elements differ"
+
+
+@pytest.mark.parametrize("shape, host", [((8, 4, 8), False), ((32, 32, 16), True), ((16, 64, 16), True)])
+def test_mma_f64_takes_the_host_kernel_from_its_minimum_work(monkeypatch, shape, host):
+    """By default the CPU's FMAs serve products of HOST_FMA_MIN_WORK fmas and more (x86),
+    the integer kernel smaller ones, whose start costs less."""
+    from fastmma.kernels import fma64
+
+    taken = []
+    monkeypatch.setattr(fma64, "fma_gemm", lambda a, b, c, r, blocks: taken.append("host"))
+    monkeypatch.setattr(fma64, "mma_f64_kernel", lambda a, b, c, r: taken.append("integer"))
+    m, k, n = shape
+    assert (m * k * n >= fma64.HOST_FMA_MIN_WORK) == host
+    mma_f64(*(np.zeros(s, np.uint64) for s in ((m, k), (k, n), (m, n))), RN)
+    assert taken == ["host" if host and HAS_MXCSR else "integer"]
 
 
 def test_mma_f64_accepts_rounding_names():

@@ -85,10 +85,9 @@ def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
         (popc_gemm if fast else popc_mma)(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
     elif isinstance(rule, FmaChainRule):
         from .fma64 import mma_f64
-        from .fp_env import HAS_MXCSR
 
         out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding],
-                           host_fma=fast and HAS_MXCSR)
+                           host_fma=None if fast else False)
     else:
         raise TypeError(f"no kernel for rule {rule!r}")
     return out

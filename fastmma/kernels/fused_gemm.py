@@ -583,8 +583,9 @@ def _finish_row_rne16(acc, E, T, nb, frac, wraps):
     significant bits (12 after a carry, a power of two), so its float32 and ``ldexp`` by
     ``2^(s - up)`` are exact; 2^16 and above is past f16's largest value and gives inf, and
     a zero gives +0.  An accumulator that overflowed to inf in an earlier group stays as it
-    is (finite products cannot cancel it; its int32 term would be garbage).  In float64 lanes (:func:`_round_rne_f16`) the same rounding took half
-    of an f16-accumulator GEMM's time."""
+    is (finite products cannot cancel it; its int32 term would be garbage).  In float64
+    lanes (:func:`_round_rne_f16`) the same rounding took half of an f16-accumulator GEMM's
+    time."""
     fr = _I32(frac)
     for j in range(nb):
         up = sub_i32(fr, _I32(E[j]))
