@@ -109,6 +109,12 @@ def _is_inf(x):
     return (x & ABS_MASK) == INF_BITS
 
 
+@njit(cache=True, inline="always")
+def _special(x):
+    """Whether the float64 bits ``x`` are an inf or a NaN."""
+    return (x & INF_BITS) == INF_BITS
+
+
 @njit(cache=True)
 def _is_zero(x):
     return (x & ABS_MASK) == _ZERO
@@ -277,7 +283,7 @@ def _fma_special(a, b, c):
 
 @njit(cache=True)
 def _has_special(a, b, c):
-    return (a & INF_BITS) == INF_BITS or (b & INF_BITS) == INF_BITS or (c & INF_BITS) == INF_BITS
+    return _special(a) or _special(b) or _special(c)
 
 
 @njit(cache=True)
@@ -372,12 +378,6 @@ def mma_f64_kernel(a, b, c, rounding):
 _MXCSR_BY_ROUNDING = (MXCSR_NEAREST, MXCSR_TOWARD_ZERO, MXCSR_DOWN, MXCSR_UP)
 #: Blocks of fma_gemm: a KB x NB panel of B (1 MiB) stays in a core's L2 cache while the rows pass
 _KB, _NB = 256, 512
-
-
-@njit(cache=True, inline="always")
-def _special(x):
-    """Whether the float64 bits ``x`` are an inf or a NaN."""
-    return (x & INF_BITS) == INF_BITS
 
 
 @njit(cache=True, parallel=True)
