@@ -14,8 +14,7 @@ another way.  For each output element and each group of ``G`` k-terms:
   (toward zero) or by adding and subtracting a power-of-two constant (nearest even), or both
   in turn (toward zero to f32, then to nearest even f16); the fused rounding gives +0 for a
   zero, the conversion to f16 keeps a non-zero f32's sign; overflow gives inf.  The float32
-  path rounds in 16 int32 lanes instead: to f16 by adding half of the last bit and
-  shifting (:func:`_finish_row_f16`), and toward zero to f32 as follows.  On x86 the kernel sets the
+  path rounds toward zero to f32 in 16 int32 lanes instead.  On x86 the kernel sets the
   CPU's rounding mode to toward zero (:mod:`.fp_env`), and the int32-to-float32
   conversion and ``ldexp`` do the truncation (:func:`_finish_row_rz_fenv`; where every
   non-zero result is a normal float32, the conversion and an exact multiply,
@@ -572,59 +571,34 @@ def _finish_row_rz_fenv(acc, E, T, nb, frac, omb, wraps):
 
 
 @njit(cache=True, inline="always")
-def _finish_row_f16(acc, E, T, nb, frac, omb, wraps, rz_first, normal):
-    """:func:`_finish_row`'s roundings to f16, in 16 int32/float32 lanes, for the float32
-    path (CPU rounding to nearest): to nearest even f16 (the f16 mode), or where
-    ``rz_first`` toward zero to f32 first (``omb`` fraction bits; f16 results of f32
-    accumulation).  ``wraps``, ``rz_first`` and ``normal`` are literals.
+def _finish_row_rne16(acc, E, T, nb, frac, wraps):
+    """:func:`_finish_row`'s rounding to nearest even f16 (the f16 mode), in 16 int32/float32
+    lanes, for the float32 path (CPU rounding to nearest).
 
-    x (:func:`_group_sum32`, unit ``2^-up``) is an exact integer below 2^32 in magnitude;
-    ``E`` holds ``e_max`` (``up = frac - e_max``), or where ``normal`` the bits of the
-    float32 ``2^up`` (:func:`_scale_normal`), and the accumulator's term is then one
-    multiply.  Toward zero to f32 clears x's bits below its leading ``omb + 1`` and below
-    f32's grid ``2^(-126 - omb)``, as :func:`_finish_row_rz32` does.  An f16 result in
-    ``[2^k, 2^(k+1))`` has its last bit at ``2^(max(k, -14) - 10)``, which is ``s =
-    max(lead, up - 14) - 10`` bits above x's unit (``lead``: x's leading bit): x's
+    x (:func:`_group_sum32`, unit ``2^-up``) is an exact integer below 2^32 in magnitude.
+    An f16 result in ``[2^k, 2^(k+1))`` has its last bit at ``2^(max(k, -14) - 10)``, which is
+    ``s = max(lead, up - 14) - 10`` bits above x's unit (``lead``: x's leading bit): x's
     magnitude is rounded to a multiple of ``2^s`` by adding half of it, less one unless the
-    kept part is odd (ties to even), and shifting (``s`` passes 31 only where the sum is below
-    f16's smallest subnormal, after the f32 step: then it rounds to 0, or to that subnormal
-    at ``s = 32`` above the tie).  The kept integer has at most 11
-    significant bits (12 after a carry, a power of two), so its float32 times ``2^(s -
-    up)`` (a normal power of two: an f16 grid) is exact; 2^16 and above is past f16's
-    largest value and gives inf.  A zero sum gives +0; a non-zero one that rounds to zero
-    gives +0 in the f16 mode and keeps its sign after the f32 step (the conversion of a
-    non-zero f32 to f16).  An accumulator that overflowed to inf in an earlier group stays
-    as it is (finite products cannot cancel it; its int32 term would be garbage).  In
-    float64 lanes (:func:`_round_rne_f16`) the f16 mode's rounding took half of an
-    f16-accumulator GEMM's time."""
+    kept part is odd (ties to even), and shifting.  The kept integer has at most 11
+    significant bits (12 after a carry, a power of two), so its float32 and ``ldexp`` by
+    ``2^(s - up)`` are exact; 2^16 and above is past f16's largest value and gives inf, and
+    a zero gives +0.  An accumulator that overflowed to inf in an earlier group stays as it
+    is (finite products cannot cancel it; its int32 term would be garbage).  In float64
+    lanes (:func:`_round_rne_f16`) the same rounding took half of an f16-accumulator GEMM's
+    time."""
     fr = _I32(frac)
     for j in range(nb):
-        if normal:
-            u = _I32(E[j])
-            up = sub_i32(lshr_i32(u, _I32(23)), _I32(127))
-            x, neg, mag = _sum_and_sign(T[j], _I32(acc[j] * f32_from_bits(u)), wraps)
-        else:
-            up = sub_i32(fr, _I32(E[j]))
-            x, neg, mag = _group_sum32(acc[j], T[j], up, wraps)
+        up = sub_i32(fr, _I32(E[j]))
+        x, neg, mag = _group_sum32(acc[j], T[j], up, wraps)
         lead = sub_i32(_I32(31), clz_u32(mag))
-        if rz_first:
-            drop = min(max(sub_i32(lead, _I32(omb)), sub_i32(up, _I32(126 + omb)), _I32(0)), _I32(31))
-            mag = np.uint32(mag & np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(drop)))
         s = max(sub_i32(max(lead, sub_i32(up, _I32(14))), _I32(10)), _I32(0))
         m32 = _I32(mag)  # the magnitude's bits: the adds and logical shifts below are uint32's
-        sc = min(s, _I32(31))  # a shift by 32 or more has no defined result
-        odd = _I32(lshr_i32(m32, sc) & _I32(1))
-        bias = add_i32(sub_i32(lshr_i32(shl_i32(_I32(1), sc), _I32(1)), _I32(1)), odd) if sc > _I32(0) else _I32(0)
-        q = lshr_i32(add_i32(m32, bias), sc)
-        if s > _I32(31):  # below half of f16's last bit, but at s = 32 above a tie
-            q = _I32(1) if (s == _I32(32)) & (mag > np.uint32(1 << 31)) else _I32(0)
-        r = np.float32(q) * f32_from_bits(shl_i32(add_i32(sub_i32(s, up), _I32(127)), _I32(23)))
+        odd = _I32(lshr_i32(m32, s) & _I32(1))
+        bias = add_i32(sub_i32(lshr_i32(shl_i32(_I32(1), s), _I32(1)), _I32(1)), odd) if s > _I32(0) else _I32(0)
+        q = lshr_i32(add_i32(m32, bias), s)
+        r = ldexp_f32(np.float32(q), sub_i32(s, up))
         r = np.float32(np.inf) if r >= np.float32(_F16_OVERFLOW) else r
-        r = -r if neg != 0 else r
-        if rz_first:
-            r = r if m32 != _I32(0) else np.float32(0)
-        else:
-            r = r + np.float32(0)  # a zero is +0
+        r = (-r if neg != 0 else r) + np.float32(0)  # a zero is +0
         acc[j] = acc[j] if abs(acc[j]) == np.float32(np.inf) else r
 
 
@@ -795,8 +769,7 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
 
     Rounding toward zero to f32 on x86, a group whose non-zero results are all normal
     (nearly every group of usual data: :func:`_normal_bound`) takes shorter scale and
-    rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`; in the f16 mode
-    :func:`_scale_normal` and :func:`_finish_row_f16` from its ``U``): on a Zen 4 core
+    rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`): on a Zen 4 core
     they made GEMMs 8% (f16) to 15% (tf32, e4m3) faster.  The accumulator's exponent is read
     from its value in the scale loop, not kept in an array beside it."""
     normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po,
@@ -810,8 +783,7 @@ def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floo
                  magic):
     """Pass 1 of :func:`_group_row32` and the scales: ``S32`` and ``E`` (the bits of
     ``2^up`` where the result is True, the group's ``e_max`` where False: whether the
-    shorter, all-normal path applies, which it can for the rounding toward zero to f32 on
-    x86 and for the f16 mode).  Where ``magic`` (a literal), the all-normal path
+    shorter, all-normal path applies).  Where ``magic`` (a literal), the all-normal path
     writes :func:`_rows_fma`'s magic numbers and thresholds into ``F`` and ``C`` instead of
     ``S32`` (:func:`_scale_normal_magic`)."""
     possible, bound = _normal_bound(P, thr, po, max(frac - 126, emin, e_floor))
@@ -824,7 +796,7 @@ def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floo
                 p = max(p, as_element_of(ea[i, ko + h + k] + epan[h + k, j], P))
             P[j] = p
             below |= p < bound
-    normal = (rnd == ROUND_RNE or (rnd == ROUND_RZ and HAS_MXCSR)) and possible and not below
+    normal = rnd == ROUND_RZ and HAS_MXCSR and possible and not below
     if normal and magic:
         _scale_normal_magic(acc, P, E, F, C, nb, frac, sh, po, lc)
     elif normal:  # E holds the bits of 2^up on this path (U of _scale_normal), e_max on the other
@@ -864,20 +836,12 @@ def _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd):
         else:
             _finish_row_rz32(acc, E, T32, nb, frac, omb, False)
     elif rnd == ROUND_RNE:
-        wraps = G == WRAPPING_GROUP and _may_wrap(T32, nb, frac)
-        if normal:
-            if wraps:
-                _finish_row_f16(acc, E, T32, nb, frac, omb, True, False, True)
-            else:
-                _finish_row_f16(acc, E, T32, nb, frac, omb, False, False, True)
-        elif wraps:
-            _finish_row_f16(acc, E, T32, nb, frac, omb, True, False, False)
+        if G == WRAPPING_GROUP and _may_wrap(T32, nb, frac):
+            _finish_row_rne16(acc, E, T32, nb, frac, True)
         else:
-            _finish_row_f16(acc, E, T32, nb, frac, omb, False, False, False)
-    elif G == WRAPPING_GROUP and _may_wrap(T32, nb, frac):  # ROUND_RZ_F16, e_max in E
-        _finish_row_f16(acc, E, T32, nb, frac, omb, True, True, False)
+            _finish_row_rne16(acc, E, T32, nb, frac, False)
     else:
-        _finish_row_f16(acc, E, T32, nb, frac, omb, False, True, False)
+        _finish_row(acc, E, T32, nb, frac, omb, rnd)
 
 
 @njit(cache=True, inline="always")
