@@ -818,30 +818,30 @@ def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floo
 def _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd):
     """The group's sums ``T32`` and the accumulator ``acc`` rounded into ``acc``, as
     :func:`_pass1_scale` left ``E`` (``normal``)."""
-    if rnd == ROUND_RZ:
-        # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it
-        wraps = G == WRAPPING_GROUP and _may_wrap(T32, nb, frac)
-        if normal:
-            if wraps:
-                _finish_row_rz_normal(acc, E, T32, nb, omb, True)
-            else:
-                _finish_row_rz_normal(acc, E, T32, nb, omb, False)
-        elif HAS_MXCSR:  # the caller has set the CPU to round toward zero
-            if wraps:
-                _finish_row_rz_fenv(acc, E, T32, nb, frac, omb, True)
-            else:
-                _finish_row_rz_fenv(acc, E, T32, nb, frac, omb, False)
-        elif wraps:
-            _finish_row_rz32(acc, E, T32, nb, frac, omb, True)
-        else:
-            _finish_row_rz32(acc, E, T32, nb, frac, omb, False)
-    elif rnd == ROUND_RNE:
-        if G == WRAPPING_GROUP and _may_wrap(T32, nb, frac):
+    if rnd == ROUND_RZ_F16:  # float64 lanes: T plus C's term cannot wrap there
+        _finish_row(acc, E, T32, nb, frac, omb, rnd)
+        return
+    # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it
+    wraps = G == WRAPPING_GROUP and _may_wrap(T32, nb, frac)
+    if rnd == ROUND_RNE:
+        if wraps:
             _finish_row_rne16(acc, E, T32, nb, frac, True)
         else:
             _finish_row_rne16(acc, E, T32, nb, frac, False)
+    elif normal:
+        if wraps:
+            _finish_row_rz_normal(acc, E, T32, nb, omb, True)
+        else:
+            _finish_row_rz_normal(acc, E, T32, nb, omb, False)
+    elif HAS_MXCSR:  # the caller has set the CPU to round toward zero
+        if wraps:
+            _finish_row_rz_fenv(acc, E, T32, nb, frac, omb, True)
+        else:
+            _finish_row_rz_fenv(acc, E, T32, nb, frac, omb, False)
+    elif wraps:
+        _finish_row_rz32(acc, E, T32, nb, frac, omb, True)
     else:
-        _finish_row(acc, E, T32, nb, frac, omb, rnd)
+        _finish_row_rz32(acc, E, T32, nb, frac, omb, False)
 
 
 @njit(cache=True, inline="always")
