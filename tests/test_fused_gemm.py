@@ -93,9 +93,10 @@ def test_block_sizes_split_k_evenly_in_whole_groups():
     # K = 2080 in blocks of at most 2048: two blocks, 1056 + 1024 terms (33 and 32 groups of 32)
     assert _block_sizes((2048, 256, 64), 100, 2080, 32) == (1056, 256, 64)
     assert _block_sizes((2048, 256, 64), 100, 2048, 32) == (2048, 256, 64)
-    assert _block_sizes((2048, 256, 64), 10, 48, 16) == (48, 256, 10)  # no taller than M
-    assert _block_sizes((8, 256, 64), 10, 48, 16) == (16, 256, 10)  # at least one group
-    assert _block_sizes((2048, 256, 64), 0, 0, 16) == (16, 256, 1)  # an empty GEMM still has blocks
+    assert _block_sizes((2048, 256, 64), 10, 48, 16) == (48, 256, 12)  # no taller than M, in whole 4-row blocks
+    assert _block_sizes((8, 256, 64), 10, 48, 16) == (16, 256, 12)  # at least one group
+    assert _block_sizes((2048, 256, 64), 0, 0, 16) == (16, 256, 4)  # an empty GEMM still has blocks
+    assert _block_sizes((2048, 256, 7), 100, 64, 16) == (64, 256, 8)  # rows in whole 4-row blocks
 
 
 def test_k_must_be_a_multiple_of_the_group():
@@ -1005,3 +1006,23 @@ def test_low_code_of_every_pattern(fmt, neg, flip):
     last = np.log2(x & -x).astype(np.int64) - 30
     want = np.where(live, (last - lo + 128 * ((v < 0) ^ flip)) % 256, zero)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("m, mb, last, copies", [(1, 4, 0, [1, 2, 3]), (10, 12, 9, [10, 11]), (70, 64, 5, [6, 7]),
+                                                 (64, 64, 63, []), (7, 4, 2, [3])])
+def test_pad_rows_copies_a_last_row_into_its_blocks_whole_rows(m, mb, last, copies):
+    """In the packed layout (K blocks, M blocks, groups, MB, G), the rows of the last block
+    past A's last row (``last`` in its block), up to a multiple of 4 (a block of _rows_fma),
+    become copies of that row; every other row is left as it was."""
+    from fastmma.kernels.fused_gemm import _pad_rows
+
+    rng = np.random.default_rng(m)
+    shape = (2, -(-m // mb), 3, mb, 5)
+    arrays = [rng.integers(0, 100, shape).astype(t) for t in (np.float32, np.int8, np.uint32)]
+    before = [x.copy() for x in arrays]
+    _pad_rows(arrays, m)
+    for x, x0 in zip(arrays, before):
+        want = x0.copy()
+        for r in copies:
+            want[:, -1, :, r] = x0[:, -1, :, last]
+        assert np.array_equal(x, want)

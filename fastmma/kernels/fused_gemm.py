@@ -86,7 +86,7 @@ from numba import njit, prange
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, fits_registers, fma_block
+from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, count_half_block, fits_registers, fma_block
 from .vector_ops import add_i32, as_element_of, clz_u32, fma_f32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
@@ -99,6 +99,9 @@ KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
 #: rows where :func:`_may_wrap` finds a sum that close to it.  The other rules' sums cannot
 #: (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).
 WRAPPING_GROUP = 16
+#: Pass 1's columns are padded to a multiple of this (:func:`_padded`): LLVM unrolls its
+#: loop over 64-lane int8 vectors four times.  Every other loop's columns, to whole vectors.
+EXPONENT_COLUMNS = 256
 
 
 # ---------------------------------------------------------------- decoding
@@ -370,7 +373,8 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     KB + g * G + k)`` (``vals.shape == (K blocks, M blocks, KB // G, MB, G)``), so that each
     block of rows and k-terms is one contiguous array, group by group, and A is read from
     memory once per GEMM instead of once per N-block.  Rows and k-terms past A's edges are
-    left unwritten; the kernel never reads them.  Where ``lows`` has rows (the pass by fused
+    left unwritten (the pass by fused multiply-adds then fills a few rows, :func:`_pad_rows`);
+    the kernel reads no others.  Where ``lows`` has rows (the pass by fused
     multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
     same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).
     Returns ``(special, any)``: which rows hold an inf or NaN, and whether any does."""
@@ -790,7 +794,7 @@ def _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floo
     below = False
     for h in range(g0, g0 + G, U):  # pass 1: the largest sum of stored exponents
         below = False  # the last chunk's maxima are the group's
-        for j in range(nb):
+        for j in range(_padded(nb, EXPONENT_COLUMNS)):
             p = as_element_of(thr - 1, P) if h == g0 else P[j]
             for k in range(U):
                 p = max(p, as_element_of(ea[i, ko + h + k] + epan[h + k, j], P))
@@ -872,15 +876,38 @@ def _group_row64(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh
 def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, sh, e_zero, omb, rnd, emin, thr, po,
           lc, G, U, wide):
     """One group for ``mb`` rows of a tile, pass 2 by truncating conversions (``a_low``,
-    ``lpan`` and ``lc`` are :func:`_rows_fma`'s, unused here)."""
+    ``lpan`` and ``lc`` are :func:`_rows_fma`'s, unused here), over the ``nb`` columns
+    :func:`_padded` to whole vectors."""
     E, S, T, P = work[0][0], work[1][0], work[2][0], work[3]
+    nbp = _padded(nb, COLUMNS)
     for r in range(mb):
         if wide:
-            _group_row64(tile[r], G, U, g0, nb, a_exp, a_val, r, -g0, epan, bpan, E, S, T, frac,
+            _group_row64(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, frac,
                          sh, e_zero, omb, rnd, emin)
         else:
-            _group_row32(tile[r], G, U, g0, nb, a_exp, a_val, r, -g0, epan, bpan, E, S, T, P, frac,
+            _group_row32(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, P, frac,
                          sh, e_zero, omb, rnd, emin, thr, po)
+
+
+@njit(cache=True, inline="always")
+def _padded(n, step):
+    """``n`` rounded up to a multiple of ``step``.  The kernel's vector loops run over whole
+    vectors of columns (pass 1 over whole unrolled bodies, :data:`EXPONENT_COLUMNS`), and
+    :func:`_rows_fma` over whole blocks of rows.  Where a block had 192 columns, pass 1's
+    loop fell short of LLVM's unrolled body of 256 int8 lanes and ran in its 16-lane
+    remainder (f16 GEMMs with N = 192 took 1.5x as long per product as with N = 256);
+    e4m3's count ran its last columns in a scalar loop (N = 192: 4.5x).  Cutting pass 1's
+    loop into constant runs of 64 columns instead made the whole of an e4m3 GEMM a third
+    slower.  The padding holds copies of the last real column (or row), so its lanes compute
+    what a real one does and never change a group's tests."""
+    return (n + step - 1) // step * step
+
+
+@njit(cache=True, inline="always")
+def _pad_run(run, n, n_pad):
+    """``run[n:n_pad]`` <- copies of ``run[n - 1]`` (:func:`_padded`)."""
+    for j in range(n, n_pad):
+        run[j] = run[n - 1]
 
 
 # ---------------------------------------------------------------- pass 2 by fused multiply-adds
@@ -894,37 +921,17 @@ def _magic_start(E, F, C, nb, frac, sh, lc):
 
 
 @njit(cache=True, inline="always")
-def _count_nonintegers(la, lg, C, r0, nr, nb, G):
+def _count_nonintegers(la, lg, C, r0, nb, G):
     """``C[q, j]`` <- the number of the group's terms of row ``r0 + q`` and column ``j`` that
     are negative and not whole on the grid: ``C`` holds the thresholds of
     :func:`_magic`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
     :class:`LowCodes`; A's as uint32, the code in each byte) falls exactly for such terms.
-    Whole blocks by :func:`.register_blocks.count_block`, the rest by the loop vectoriser (64
-    uint8 lanes)."""
-    jt = 0
-    if nr == ROWS:
-        jt = nb - nb % BYTE_COLUMNS
-        for j0 in range(0, jt, BYTE_COLUMNS):
-            count_block(la, lg, C, r0, j0, G)
-    for q in range(nr):
-        for j in range(jt, nb):
-            c = C[q, j]
-            n = np.uint8(0)
-            for k in range(G):
-                n = np.uint8(n + np.uint8(np.uint8(np.uint8(la[r0 + q, k]) + lg[k, j]) < c))
-            C[q, j] = n
-
-
-@njit(cache=True, inline="always")
-def _fma_tail(av, bg, F, r0, nr, j0, nb, G):
-    """:func:`.register_blocks.fma_block`'s chains for rows ``r0 .. r0 + nr`` and columns ``j0 ..
-    nb`` that do not fill a block, by the loop vectoriser."""
-    for q in range(nr):
-        for j in range(j0, nb):
-            t = F[q, j]
-            for k in range(G):
-                t = fma_f32(av[r0 + q, k], bg[k, j], t)
-            F[q, j] = t
+    By :func:`.register_blocks.count_block` (``nb`` is a multiple of ``BYTE_COLUMNS // 2``)."""
+    jt = nb - nb % BYTE_COLUMNS
+    for j0 in range(0, jt, BYTE_COLUMNS):
+        count_block(la, lg, C, r0, j0, G)
+    if jt < nb:
+        count_half_block(la, lg, C, r0, jt, G)
 
 
 @njit(cache=True, inline="always")
@@ -957,27 +964,23 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
     E4, S4, T4, P, F4, C4, normal4 = work
     bg = bpan[g0:g0 + G]
     lg = lpan[g0:g0 + G]
-    for r0 in range(0, mb, ROWS):
-        nr = min(ROWS, mb - r0)
-        for q in range(nr):
-            normal4[q] = _pass1_scale(tile[r0 + q], G, U, g0, nb, a_exp, r0 + q, -g0, epan, E4[q], S4[q], P, frac,
+    nbp = _padded(nb, COLUMNS)
+    for r0 in range(0, mb, ROWS):  # rows past mb, to a multiple of ROWS, are padding (_padded)
+        for q in range(ROWS):
+            normal4[q] = _pass1_scale(tile[r0 + q], G, U, g0, nbp, a_exp, r0 + q, -g0, epan, E4[q], S4[q], P, frac,
                                       sh, e_zero, rnd, emin, thr, po, F4[q], C4[q], lc, True)
             if not normal4[q]:
-                _magic_start(E4[q], F4[q], C4[q], nb, frac, sh, lc)
+                _magic_start(E4[q], F4[q], C4[q], nbp, frac, sh, lc)
         saved = read_mxcsr()
         if rnd != ROUND_RZ:  # the caller rounds to nearest for the f16 results: not in these sums
             write_mxcsr(_I32(MXCSR_TOWARD_ZERO))
-        jt = 0
-        if nr == ROWS:
-            jt = nb - nb % COLUMNS
-            for j0 in range(0, jt, COLUMNS):
-                fma_block(a_val, bg, F4, r0, j0, G)
-        _fma_tail(a_val, bg, F4, r0, nr, jt, nb, G)
+        for j0 in range(0, nbp, COLUMNS):
+            fma_block(a_val, bg, F4, r0, j0, G)
         write_mxcsr(saved)
-        _count_nonintegers(a_low, lg, C4, r0, nr, nb, G)
-        for q in range(nr):
-            _floor_sums(F4[q], C4[q], T4[q], nb)
-            _finish_group(tile[r0 + q], normal4[q], G, nb, E4[q], T4[q], frac, omb, rnd)
+        _count_nonintegers(a_low, lg, C4, r0, nbp, G)
+        for q in range(ROWS):
+            _floor_sums(F4[q], C4[q], T4[q], nbp)
+            _finish_group(tile[r0 + q], normal4[q], G, nbp, E4[q], T4[q], frac, omb, rnd)
 
 
 # One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
@@ -1052,13 +1055,16 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
     kk, n = b.shape
     zero, off_b, thr, po = lanes
     bq = f32_decoder(bp, b.itemsize * 8, 0, neg_b)
-    bpan = _aligned_empty(KB * NB, a_val.dtype).reshape((KB, NB))
-    epan = _aligned_empty(KB * NB, a_exp.dtype).reshape((KB, NB))
-    nl = NB if fma else 0
+    NBP = _padded(NB, COLUMNS)  # the panel's and the tile's columns, padded (_padded)
+    NBE = _padded(NB, EXPONENT_COLUMNS)
+    bpan = _aligned_empty(KB * NBP, a_val.dtype).reshape((KB, NBP))
+    epan = _aligned_empty(KB * NBE, a_exp.dtype).reshape((KB, NBE))
+    nl = NBP if fma else 0
     lpan = _aligned_empty(KB * nl, np.uint8).reshape((KB, nl))
     nmb = (m + MB - 1) // MB
     for jb in range(0, n, NB):
         nb = min(NB, n - jb)
+        nbp = _padded(nb, COLUMNS)
         for kb in range(0, kk, KB):
             kbs = min(KB, kk - kb)
             for k in prange(kbs):
@@ -1066,21 +1072,24 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
                 write_mxcsr(_I32(MXCSR_NEAREST))
                 if _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b):
                     b_special[kb + k] = True
+                _pad_run(bpan[k], nb, nbp)
+                _pad_run(epan[k], nb, _padded(nb, EXPONENT_COLUMNS))
                 if fma:
                     _low_run(b[kb + k, jb:jb + nb], lpan[k], nb, bq, 0, lc[1], 1, lc[3])
+                    _pad_run(lpan[k], nb, nbp)
                 write_mxcsr(saved)
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
                 nr = ROWS if fma else 1
-                work = (_aligned_empty(nr * NB, np.int32).reshape((nr, NB)),  # E
-                        _aligned_empty(nr * NB, a_val.dtype).reshape((nr, NB)),  # S
-                        _aligned_empty(nr * NB, np.int64 if wide else np.int32).reshape((nr, NB)),  # T
-                        _aligned_empty(NB, a_exp.dtype),  # P
+                work = (_aligned_empty(nr * NBP, np.int32).reshape((nr, NBP)),  # E
+                        _aligned_empty(nr * NBP, a_val.dtype).reshape((nr, NBP)),  # S
+                        _aligned_empty(nr * NBP, np.int64 if wide else np.int32).reshape((nr, NBP)),  # T
+                        _aligned_empty(NBE, a_exp.dtype),  # P
                         _aligned_empty(nr * nl, np.float32).reshape((nr, nl)),  # F
                         _aligned_empty(nr * nl, np.uint8).reshape((nr, nl)),  # C
                         np.zeros(ROWS, np.bool_))  # normal
-                tile = _aligned_empty(MB * NB, np.float32).reshape((MB, NB))
+                tile = _aligned_empty(MB * NBP, np.float32).reshape((MB, NBP))
                 saved = read_mxcsr()
                 write_mxcsr(_I32(MXCSR_TOWARD_ZERO if rnd == ROUND_RZ and not wide else MXCSR_NEAREST))
                 c_e = c_emin if kb == 0 else d_emin
@@ -1089,6 +1098,9 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
                     for j in range(nb):
                         c = orow[j] if c_in or kb > 0 else np.float32(0)
                         tile[r, j] = c
+                    _pad_run(tile[r], nb, nbp)
+                for r in range(mb, _padded(mb, ROWS) if fma else mb):  # MB is a multiple of ROWS
+                    tile[r, :nbp] = tile[mb - 1, :nbp]
                 apan = a_val[kb // KB, ib]  # this block of A, packed by decode_packed
                 aepan = a_exp[kb // KB, ib]
                 alpan = a_low[kb // KB, ib]
@@ -1188,12 +1200,24 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
 def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
     """``(KB, NB, MB)`` for a GEMM of M = ``m`` and K = ``kk`` (a multiple of ``group``):
     the K-blocks are the fewest of at most ``blocks[0]`` terms, of equal length in whole
-    groups (but the last, which may be shorter), and a block of rows is no taller than M."""
+    groups (but the last, which may be shorter), and a block of rows is no taller than M
+    rounded up to a whole number of :data:`.register_blocks.ROWS` (as :func:`_rows_fma`
+    takes them), which ``blocks[2]`` is rounded up to as well."""
     kb_max, nb, mb = blocks
     kb_max = max(group, min(kb_max, kk) // group * group)
     nkb = max(1, -(-kk // kb_max))
     kb = max(group, -(-kk // (nkb * group)) * group)
-    return kb, nb, max(1, min(mb, m))
+    return kb, nb, -(-max(1, min(mb, m)) // ROWS) * ROWS
+
+
+def _pad_rows(packed, m):
+    """In arrays laid out by :func:`decode_packed`, the rows of the last block past A's last
+    row, to a whole number of :data:`.register_blocks.ROWS`, copies of it (:func:`_padded`):
+    :func:`_rows_fma` takes its rows in blocks of ``ROWS``."""
+    for x in packed:
+        last = (m - 1) % x.shape[3]  # A's last row in its block
+        end = min(x.shape[3], -(-(last + 1) // ROWS) * ROWS)
+        x[:, -1, :, last + 1:end] = x[:, -1, :, last:last + 1]
 
 
 def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True):
@@ -1345,6 +1369,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                         np.uint32, low_rows=lc is not None)
     a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp, a_low,
                                       0 if lc is None else lc.lo_a, 0 if lc is None else lc.zero_a)
+    if lc is not None:
+        _pad_rows((a_val, a_exp, a_low), m)
     elems = None  # the C elements that are inf or NaN, where there are any
     if use_c:
         cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()

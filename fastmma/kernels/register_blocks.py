@@ -8,12 +8,12 @@ columns ``j`` of a block (``fma_block64``: ``COLUMNS64``, 32, in float64),
 each step rounded once as the CPU's rounding mode says (float32, or float64).
 
 ``count_block(a, b, cnt, ra, j0, kn)``: for ``ROWS`` rows and ``BYTE_COLUMNS`` (128)
-columns of uint8 codes, ``cnt[q, j0 + j]`` (a threshold on entry) becomes the number of
-``k < kn`` with ``uint8(a[ra + q, k] + b[k, j0 + j]) < cnt[q, j0 + j]``.  A's codes come
-as uint32, each code in all four bytes: a 32-bit broadcast from memory is a plain load,
-where a byte broadcast also takes a slot on the shuffle port, which the compares need.  With
-the masked add of :func:`_opaque_ones`, the count's two changes made a single-threaded e4m3
-GEMM 9% faster.
+columns of uint8 codes (``count_half_block``: 64, one vector), ``cnt[q, j0 + j]`` (a
+threshold on entry) becomes the number of ``k < kn`` with ``uint8(a[ra + q, k] + b[k, j0
++ j]) < cnt[q, j0 + j]``.  A's codes come as uint32, each code in all four bytes: a 32-bit
+broadcast from memory is a plain load, where a byte broadcast also takes a slot on the
+shuffle port, which the compares need.  With the masked add of :func:`_opaque_ones`, the
+count's two changes made a single-threaded e4m3 GEMM 9% faster.
 
 Each k loads the block's vectors of B once for all rows and broadcasts one element of A
 per row; the running sums (and, for the count, the thresholds) are phi nodes of the k-loop,
@@ -186,15 +186,22 @@ def fma_block64(typingctx, a, b, acc, ra, j0, kn):
     return _typer(types.float64, _V8D, VECTORS, lambda c: c, _fma_step, a, b, acc, ra, j0, kn)
 
 
+def _no_counts(thresholds):
+    return [[ir.Constant(_V64B, None) for _ in row] for row in thresholds]
+
+
 @intrinsic
 def count_block(typingctx, a, b, cnt, ra, j0, kn):
     """``cnt[:ROWS, j0:j0 + BYTE_COLUMNS]`` (thresholds) <- how many ``uint8(a[ra + q, k] +
     b[k, j0 + j])`` fall below them; ``a`` uint32 (each code in its four bytes), ``b`` and
     ``cnt`` uint8, 2-D arrays, integer indices (see the module)."""
-    def start(c):
-        return [[ir.Constant(_V64B, None) for _ in row] for row in c]
+    return _typer(types.uint8, _V64B, BYTE_VECTORS, _no_counts, _count_step, a, b, cnt, ra, j0, kn, types.uint32)
 
-    return _typer(types.uint8, _V64B, BYTE_VECTORS, start, _count_step, a, b, cnt, ra, j0, kn, types.uint32)
+
+@intrinsic
+def count_half_block(typingctx, a, b, cnt, ra, j0, kn):
+    """:func:`count_block` for ``BYTE_COLUMNS // 2`` columns (one vector of uint8)."""
+    return _typer(types.uint8, _V64B, 1, _no_counts, _count_step, a, b, cnt, ra, j0, kn, types.uint32)
 
 
 def fits_registers() -> bool:
