@@ -87,7 +87,7 @@ from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, count_half_block, fits_registers, fma_block
-from .vector_ops import add_i32, as_element_of, clz_u32, fma_f32, ldexp_f32, lshr_i32, shl_i32, sub_i32
+from .vector_ops import add_i32, as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
