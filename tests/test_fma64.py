@@ -453,14 +453,17 @@ def _hard_chains(rng, m, k, n):
 @pytest.mark.skipif(not HAS_MXCSR, reason="the CPU's FMAs are used only on x86")
 @pytest.mark.parametrize("blocks", [True, False], ids=["register blocks", "rows"])
 @pytest.mark.parametrize("rounding", [RN, RZ, RM, RP])
-def test_host_fma_chains_match_the_integer_kernel(rounding, blocks):
+@pytest.mark.parametrize("shape", [(13, _KB + 44, _NB + 88), (3, 40, 5), (6, 8, 70)])
+def test_host_fma_chains_match_the_integer_kernel(rounding, blocks, shape):
     """Whole chains across the host kernel's panels of K and N (one more of each than fits,
-    and a block of rows that is not full), with overflow, subnormals, exact cancellation and
-    specials, give the integer kernel's bits, with the register blocks or without them."""
+    and a block of rows that is not full), and products smaller than one register block in
+    rows, columns or both, with overflow, subnormals, exact cancellation and specials, give
+    the integer kernel's bits, with the register blocks (and their padded edge blocks) or
+    without them."""
     if blocks and not fits_registers():
         pytest.skip("the register blocks need AVX-512")
     rng = np.random.default_rng(10)
-    a, b, c = _hard_chains(rng, 13, _KB + 44, _NB + 88)
+    a, b, c = _hard_chains(rng, *shape)
     host = fma_gemm(a, b, c, rounding, blocks)
     integer = mma_f64(a, b, c, rounding, host_fma=False)
     assert (host == integer).all(), f"{(host != integer).sum()} elements differ"
