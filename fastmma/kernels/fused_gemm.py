@@ -100,8 +100,11 @@ KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
 #: (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).
 WRAPPING_GROUP = 16
 #: Pass 1's columns are padded to a multiple of this (:func:`_padded`): LLVM unrolls its
-#: loop over 64-lane int8 vectors four times.  Every other loop's columns, to whole vectors.
+#: loop over 64-lane int8 vectors four times.  The other loops' columns, to whole vectors:
+#: of FLOAT_LANES (the pass by conversions) or a whole register block, COLUMNS (the pass by
+#: fused multiply-adds; the panels and the tile are padded so).
 EXPONENT_COLUMNS = 256
+FLOAT_LANES = 16
 
 
 # ---------------------------------------------------------------- decoding
@@ -879,7 +882,7 @@ def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, s
     ``lpan`` and ``lc`` are :func:`_rows_fma`'s, unused here), over the ``nb`` columns
     :func:`_padded` to whole vectors."""
     E, S, T, P = work[0][0], work[1][0], work[2][0], work[3]
-    nbp = _padded(nb, COLUMNS)
+    nbp = _padded(nb, FLOAT_LANES)
     for r in range(mb):
         if wide:
             _group_row64(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, frac,
@@ -898,8 +901,9 @@ def _padded(n, step):
     remainder (f16 GEMMs with N = 192 took 1.5x as long per product as with N = 256);
     e4m3's count ran its last columns in a scalar loop (N = 192: 4.5x).  Cutting pass 1's
     loop into constant runs of 64 columns instead made the whole of an e4m3 GEMM a third
-    slower.  The padding holds copies of the last real column (or row), so its lanes compute
-    what a real one does and never change a group's tests."""
+    slower; padding the conversion pass to 64 columns instead of 16 made f16 with N = 96 a
+    tenth slower.  The padding holds copies of the last real column (or row), so its lanes
+    compute what a real one does and never change a group's tests."""
     return (n + step - 1) // step * step
 
 
