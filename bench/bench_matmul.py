@@ -34,9 +34,9 @@ CASES = {
 RAGGED = [(1000, 1000, 1000), (1024, 1024, 96)]
 
 
-def operands(dtype, n, seed=0, shape=None):
-    """Random A and B of ``dtype``: n x n, or M x K and K x N for ``shape = (M, K, N)``."""
-    m, k, n = shape or (n, n, n)
+def operands(dtype, shape, seed=0):
+    """Random A (M x K) and B (K x N) of ``dtype`` for ``shape = (M, K, N)``."""
+    m, k, n = shape
     rng = np.random.default_rng(seed)
     if dtype == np.int8:
         return rng.integers(-128, 128, (m, k)).astype(np.int8), rng.integers(-128, 128, (k, n)).astype(np.int8)
@@ -55,8 +55,8 @@ class InterleavedBaseline:
     a shared machine: timed one after the other, a noisy neighbour's burst can land on either
     alone (seen on a 2-core virtual machine: numpy's 2048^3 time ranged 56-85 ms in one run)."""
 
-    def __init__(self, n, shape=None):
-        self.x, self.y = operands(np.float32, n, 1, shape)
+    def __init__(self, shape):
+        self.x, self.y = operands(np.float32, shape, 1)
         self.x @ self.y  # warm-up
         self.best = float("inf")
 
@@ -70,30 +70,28 @@ class InterleavedBaseline:
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("case", list(CASES))
 def bench_matmul(benchmark, record_ratio, case, size):
-    instruction, dtype = CASES[case]
-    A, B = operands(dtype, size)
-    fastmma.matmul(A, B, instruction=instruction)  # compile or load the cached kernels
-    numpy_round = InterleavedBaseline(size)
-    benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction}, setup=numpy_round,
-                       rounds=max(7, (2048 // size) ** 2), iterations=1, warmup_rounds=1)
-    baseline = numpy_round.best
-    benchmark.extra_info.update(numpy_seconds=baseline, ratio=benchmark.stats.stats.min / baseline)
-    record_ratio(case, f"{size}^3", benchmark.stats.stats.min, "numpy float32", baseline)
+    _beside_numpy(benchmark, record_ratio, case, (size, size, size), f"{size}^3", max(7, (2048 // size) ** 2))
 
 
 @pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("case", list(CASES))
 def bench_matmul_ragged(benchmark, record_ratio, case, shape):
     """:func:`bench_matmul` on the shapes of :data:`RAGGED`."""
+    _beside_numpy(benchmark, record_ratio, case, shape, "x".join(map(str, shape)), 7)
+
+
+def _beside_numpy(benchmark, record_ratio, case, shape, label, rounds):
+    """``fastmma.matmul`` of ``case`` on ``shape`` (M, K, N), each round after a numpy round
+    (:class:`InterleavedBaseline`), and the ratio of the best times recorded as ``label``."""
     instruction, dtype = CASES[case]
-    A, B = operands(dtype, 0, shape=shape)
-    fastmma.matmul(A, B, instruction=instruction)
-    numpy_round = InterleavedBaseline(0, shape)
+    A, B = operands(dtype, shape)
+    fastmma.matmul(A, B, instruction=instruction)  # compile or load the cached kernels
+    numpy_round = InterleavedBaseline(shape)
     benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction}, setup=numpy_round,
-                       rounds=7, iterations=1, warmup_rounds=1)
+                       rounds=rounds, iterations=1, warmup_rounds=1)
     baseline = numpy_round.best
     benchmark.extra_info.update(numpy_seconds=baseline, ratio=benchmark.stats.stats.min / baseline)
-    record_ratio(case, "x".join(map(str, shape)), benchmark.stats.stats.min, "numpy float32", baseline)
+    record_ratio(case, label, benchmark.stats.stats.min, "numpy float32", baseline)
 
 
 #: glibc ``mallopt`` settings that keep freed memory for reuse: M_MMAP_THRESHOLD (-3),
@@ -145,7 +143,7 @@ def bench_against_mmasim(benchmark, record_speedup, case, size):
     pytest.importorskip("mmasim", reason="MMA-Sim is an optional comparison: pip install mmasim")
     pytest.importorskip("torch")
     instruction, dtype = CASES[case]
-    A, B = operands(dtype, size)
+    A, B = operands(dtype, (size, size, size))
     benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction},
                        rounds=30 if size <= 256 else 5, iterations=1, warmup_rounds=1)
     ours = benchmark.stats.stats.min

@@ -1068,7 +1068,7 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
     nmb = (m + MB - 1) // MB
     for jb in range(0, n, NB):
         nb = min(NB, n - jb)
-        nbp = _padded(nb, COLUMNS)
+        nbp, nbe = _padded(nb, COLUMNS), _padded(nb, EXPONENT_COLUMNS)
         for kb in range(0, kk, KB):
             kbs = min(KB, kk - kb)
             for k in prange(kbs):
@@ -1077,7 +1077,7 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
                 if _decode_run(b[kb + k, jb:jb + nb], bpan[k], epan[k], nb, bp, bq, neg_b, zero, off_b):
                     b_special[kb + k] = True
                 _pad_run(bpan[k], nb, nbp)
-                _pad_run(epan[k], nb, _padded(nb, EXPONENT_COLUMNS))
+                _pad_run(epan[k], nb, nbe)
                 if fma:
                     _low_run(b[kb + k, jb:jb + nb], lpan[k], nb, bq, 0, lc[1], 1, lc[3])
                     _pad_run(lpan[k], nb, nbp)
