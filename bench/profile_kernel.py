@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 
-CODE_BYTES = 0x10000  # copied from the start of the kernel: more than any _rows function's length
+CODE_BYTES = 0x10000  # copied from the start of the kernel (more than any _rows function's length),
+# or up to the end of its memory mapping where that comes first
 
 CHILD = r"""
 import ctypes, sys, time
@@ -52,8 +53,11 @@ for name in dir(fused_gemm):
     if name.startswith("_rows"):
         for cres in getattr(fused_gemm, name).overloads.values():
             address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+            # no further than the end of the kernel's mapping: the next page may be unmapped
+            end = next(int(hi, 16) for lo, hi in (line.split()[0].split("-") for line in open("/proc/self/maps"))
+                       if int(lo, 16) <= address < int(hi, 16))
             with open(dump, "wb") as f:
-                f.write(ctypes.string_at(address, CODE_BYTES))
+                f.write(ctypes.string_at(address, min(CODE_BYTES, end - address)))
             print(name, hex(address))
 """
 
