@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastmma.kernels.register_blocks import (BYTE_COLUMNS, COLUMNS, COLUMNS64, ROWS, count_block, count_half_block,
-                                              fma_block, fma_block64)
+from fastmma.kernels.register_blocks import (BYTE_COLUMNS, COLUMNS, COLUMNS64, ROWS, count_columns, fma_block,
+                                              fma_block64)
 from fastmma.kernels.vector_ops import fma_f32, fma_f64
 
 
@@ -19,16 +19,6 @@ def _fma_blocks(a, b, acc, ra, nb, kn):
 def _fma_blocks64(a, b, acc, ra, nb, kn):
     for j0 in range(0, nb, COLUMNS64):
         fma_block64(a, b, acc, ra, j0, kn)
-
-
-@njit(cache=False)
-def _count_blocks(a, b, cnt, ra, nb, kn):
-    """Whole blocks, then a half block where ``nb`` leaves one."""
-    jt = nb - nb % BYTE_COLUMNS
-    for j0 in range(0, jt, BYTE_COLUMNS):
-        count_block(a, b, cnt, ra, j0, kn)
-    if jt < nb:
-        count_half_block(a, b, cnt, ra, jt, kn)
 
 
 def _by_hand(fma):
@@ -80,13 +70,13 @@ def test_fma_block_is_a_chain_of_fused_multiply_adds(ra, kn, dtype):
 def test_count_block_counts_the_sums_below_each_threshold(ra, kn, nb):
     """A's codes come as uint32 with the code in each of their four bytes; every 0/1 count
     and threshold, on a view of B that starts inside a row; whole blocks, and whole blocks
-    and a half block (count_half_block); the columns past the blocks are not touched."""
+    and a half block (count_columns); the columns past the blocks are not touched."""
     rng = np.random.default_rng(kn + 100)
     a = rng.integers(0, 256, (9, 40)).astype(np.uint8)
     b = rng.integers(0, 256, (45, 3 * BYTE_COLUMNS + 30)).astype(np.uint8)[2:2 + kn, 3:]
     thresholds = rng.integers(0, 256, (ROWS, b.shape[1])).astype(np.uint8)
     got = thresholds.copy()
-    _count_blocks(a.astype(np.uint32) * np.uint32(0x01010101), b, got, ra, nb, kn)
+    count_columns(a.astype(np.uint32) * np.uint32(0x01010101), b, got, ra, nb, kn)
     sums = (a[ra:ra + ROWS, :kn, None].astype(np.int64) + b[None, :, :nb]) % 256  # [q, k, j]
     want = (sums < thresholds[:, None, :nb]).sum(axis=1)
     assert np.array_equal(got[:, :nb], want)

@@ -86,7 +86,7 @@ from numba import njit, prange
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from .register_blocks import BYTE_COLUMNS, COLUMNS, ROWS, count_block, count_half_block, fits_registers, fma_block
+from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
 from .vector_ops import add_i32, as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
@@ -930,12 +930,8 @@ def _count_nonintegers(la, lg, C, r0, nb, G):
     are negative and not whole on the grid: ``C`` holds the thresholds of
     :func:`_magic`, below which ``la[r0 + q, k] + lg[k, j]`` (the low codes,
     :class:`LowCodes`; A's as uint32, the code in each byte) falls exactly for such terms.
-    By :func:`.register_blocks.count_block` (``nb`` is a multiple of ``BYTE_COLUMNS // 2``)."""
-    jt = nb - nb % BYTE_COLUMNS
-    for j0 in range(0, jt, BYTE_COLUMNS):
-        count_block(la, lg, C, r0, j0, G)
-    if jt < nb:
-        count_half_block(la, lg, C, r0, jt, G)
+    By :func:`.register_blocks.count_columns` (``nb`` is a multiple of its half block)."""
+    count_columns(la, lg, C, r0, nb, G)
 
 
 @njit(cache=True, inline="always")

@@ -29,7 +29,7 @@ keeps the block inside its arrays: nothing here checks bounds.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -202,6 +202,17 @@ def count_block(typingctx, a, b, cnt, ra, j0, kn):
 def count_half_block(typingctx, a, b, cnt, ra, j0, kn):
     """:func:`count_block` for ``BYTE_COLUMNS // 2`` columns (one vector of uint8)."""
     return _typer(types.uint8, _V64B, 1, _no_counts, _count_step, a, b, cnt, ra, j0, kn, types.uint32)
+
+
+@njit(cache=True, inline="always")
+def count_columns(a, b, cnt, ra, nb, kn):
+    """:func:`count_block` over columns ``0 .. nb`` (a multiple of ``BYTE_COLUMNS // 2``):
+    whole blocks, then :func:`count_half_block` where half a block is left."""
+    jt = nb - nb % BYTE_COLUMNS
+    for j0 in range(0, jt, BYTE_COLUMNS):
+        count_block(a, b, cnt, ra, j0, kn)
+    if jt < nb:
+        count_half_block(a, b, cnt, ra, jt, kn)
 
 
 def fits_registers() -> bool:
