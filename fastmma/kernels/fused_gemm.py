@@ -761,11 +761,12 @@ def _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32):
 
 
 @njit(cache=True, inline="always")
-def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, omb,
-                 rnd, emin, thr, po):
-    """Float32 lanes: one fused group for one row; ``acc[:nb]`` (the accumulator) updated
-    in place, its exponents read from its values (``emin``: the smallest normal exponent of
-    the format it holds, C's for the first group, else D's).
+def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, frac, sh, e_floor, rnd, emin,
+                 thr, po):
+    """Float32 lanes: passes 1 and 2 of one fused group for one row, with ``acc[:nb]`` (the
+    accumulator) as C, its exponents read from its values (``emin``: the smallest normal
+    exponent of the format it holds, C's for the first group, else D's).  Leaves the sums
+    in ``T32`` and ``E`` as :func:`_finish_group` takes them, and returns its ``normal``.
 
     Pass 1 runs in the exponent lanes of ``P``'s type (64 int8 or 32 int16 to a vector,
     :class:`ExponentLanes`; ``thr`` and ``po = off_a + off_b`` are theirs), pass 2 in
@@ -782,7 +783,7 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
     normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po,
                           S32, T32, _NO_LOW_CODES, False)
     _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32)
-    _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd)
+    return normal
 
 
 @njit(cache=True, inline="always")
@@ -876,20 +877,31 @@ def _group_row64(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S, T, frac, sh
 
 
 @njit(cache=True, inline="always")
-def _rows(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, frac, sh, e_zero, omb, rnd, emin, thr, po,
-          lc, G, U, wide):
-    """One group for ``mb`` rows of a tile, pass 2 by truncating conversions (``a_low``,
-    ``lpan`` and ``lc`` are :func:`_rows_fma`'s, unused here), over the ``nb`` columns
-    :func:`_padded` to whole vectors."""
+def _rows32(tile, mb, g0, nb, a_val, a_exp, epan, bpan, work, frac, sh, e_zero, omb, rnd, emin, thr, po, G, U):
+    """One group for ``mb`` rows of a tile, pass 2 by truncating conversions in float32
+    lanes, over the ``nb`` columns :func:`_padded` to whole vectors.
+
+    numba inlines a function by copying its IR into the caller, and the caller's again
+    into its own caller, so the rounding loops (:func:`_finish_group`) are inlined here
+    rather than one level down in :func:`_group_row32`, and each lane width has a rows
+    function of its own: the first f16 GEMM's compile went from 46-47 s to 32-40 s, with
+    the same instructions in ``_rows_g16_32``."""
     E, S, T, P = work[0][0], work[1][0], work[2][0], work[3]
     nbp = _padded(nb, FLOAT_LANES)
     for r in range(mb):
-        if wide:
-            _group_row64(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, frac,
-                         sh, e_zero, omb, rnd, emin)
-        else:
-            _group_row32(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, P, frac,
-                         sh, e_zero, omb, rnd, emin, thr, po)
+        normal = _group_row32(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, P, frac, sh,
+                              e_zero, rnd, emin, thr, po)
+        _finish_group(tile[r], normal, G, nbp, E, T, frac, omb, rnd)
+
+
+@njit(cache=True, inline="always")
+def _rows64(tile, mb, g0, nb, a_val, a_exp, epan, bpan, work, frac, sh, e_zero, omb, rnd, emin, G, U):
+    """:func:`_rows32` in float64 lanes."""
+    E, S, T = work[0][0], work[1][0], work[2][0]
+    nbp = _padded(nb, FLOAT_LANES)
+    for r in range(mb):
+        _group_row64(tile[r], G, U, g0, nbp, a_exp, a_val, r, -g0, epan, bpan, E, S, T, frac,
+                     sh, e_zero, omb, rnd, emin)
 
 
 @njit(cache=True, inline="always")
@@ -991,42 +1003,42 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
 # atomic increment and decrement per array per row cost a quarter of the kernel's time.
 @njit(cache=True, _nrt=False)
 def _rows_g4_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 4, 4, False)
+    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 4, 4)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g8_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 8, 8, False)
+    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 8, 8)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g16_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 16, 16, False)
+    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 16, 16)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g32_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16, False)
+    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 32, 16)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g4_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 4, 4, True)
+    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 4, 4)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g8_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 8, 8, True)
+    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 8, 8)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g16_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 16, 16, True)
+    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 16, 16)
 
 
 @njit(cache=True, _nrt=False)
 def _rows_g32_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16, True)
+    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 32, 16)
 
 
 @njit(cache=True, _nrt=False)
