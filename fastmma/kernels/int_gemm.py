@@ -26,8 +26,10 @@ threads with ``prange``.  A task walks K in blocks of ``_KB``: it decodes the A 
 innermost loop runs over the NB contiguous columns with a constant-trip, fully unrolled loop
 over the G terms inside, which LLVM vectorizes 16 lanes wide (zmm).  A constant G comes from
 the literal passed by one thin top-level kernel per chunk size (16, 32, 64; 64 runs as two
-sub-chunks of 32 summed in a float32 tile).  ``int_gemm``/``popc_gemm`` are themselves njit
-functions, so numba code can call them as it calls the reference kernels.
+sub-chunks of 32 summed in a float32 tile).  ``int_gemm`` picks that kernel in Python, so
+that a call compiles only the kernel it runs: picked inside an njit function, the first s8
+GEMM compiled all four (46-48 s on the machine of README's tables, against 12-17 s for one).
+``popc_gemm`` is an njit function, as the reference kernels are.
 
 Blocking (b1): A is packed to uint64 words of 64 k-bits per row (M x W; a 64-byte vector
 test per word) and B to words per column (W x N, stored per column tile), zero-padded to a
@@ -41,6 +43,8 @@ operands are never more than one tile's panels.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from llvmlite import ir
@@ -294,6 +298,9 @@ def _int_gemm_any(a, b, c, out, dpa, dpb, group, satfinite, use_c):
     _int_body(a, b, c, out, dpa, dpb, group, satfinite, use_c, True)
 
 
+_CHUNK_KERNELS = {16: _int_gemm_16, 32: _int_gemm_32, 64: _int_gemm_64}
+
+
 @njit(cache=True)
 def _chunk_size(kk, group, satfinite, max_prod):
     """Literal chunk (16/32/64) summed exactly in float32, or 0 for the generic path."""
@@ -306,22 +313,22 @@ def _chunk_size(kk, group, satfinite, max_prod):
     return 0
 
 
-@njit(cache=True)
+@functools.lru_cache(maxsize=None)
+def _operand(width, signed):
+    """(decode parameters, largest magnitude) of an operand type, computed once per type."""
+    return _dec_params(width, signed), int(_max_abs(width, signed))
+
+
 def int_gemm(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinite, use_c):
     """``out = C + A @ B`` (int32) by instructions of ``group`` k each; == ``int_dot_mma``."""
     kk = a.shape[1]
     if group <= 0 or kk % group != 0:
         raise ValueError("K must be a positive multiple of group")
-    dpa = _dec_params(a_width, a_signed)
-    dpb = _dec_params(b_width, b_signed)
-    max_prod = _max_abs(a_width, a_signed) * _max_abs(b_width, b_signed)
-    g = _chunk_size(kk, group, satfinite, max_prod)
-    if g == 16:
-        _int_gemm_16(a, b, c, out, dpa, dpb, satfinite, use_c)
-    elif g == 32:
-        _int_gemm_32(a, b, c, out, dpa, dpb, satfinite, use_c)
-    elif g == 64:
-        _int_gemm_64(a, b, c, out, dpa, dpb, satfinite, use_c)
+    satfinite, use_c = bool(satfinite), bool(use_c)
+    (dpa, max_a), (dpb, max_b) = _operand(a_width, bool(a_signed)), _operand(b_width, bool(b_signed))
+    g = _chunk_size(kk, group, satfinite, max_a * max_b)
+    if g in _CHUNK_KERNELS:
+        _CHUNK_KERNELS[g](a, b, c, out, dpa, dpb, satfinite, use_c)
     else:
         _int_gemm_any(a, b, c, out, dpa, dpb, group, satfinite, use_c)
 
