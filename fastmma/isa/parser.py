@@ -11,6 +11,7 @@ offending qualifier or operand and lists what is allowed.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
@@ -253,6 +254,13 @@ def parse(text: str) -> Instruction:
     """
     if not isinstance(text, str):
         raise PTXSyntaxError(f"instruction text must be a str, got {type(text).__name__}")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Instruction:
+    """:func:`parse`, once per distinct text: a simulator issues the same few instructions
+    millions of times, and the objects are immutable."""
     name, operand_text = _split_statement(text)
     parts = name.split(".")
     opcode, rest = _match_opcode(parts, name)
