@@ -38,6 +38,8 @@ leading batch dimensions: ``[..., 64, N]`` <-> ``[..., 128, ND]``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import OperandError
@@ -123,19 +125,53 @@ def _elems_in(values, fmt: Format, k: int, what: str) -> np.ndarray:
     return bits
 
 
-def _pack(bits: np.ndarray, row, col, shift, nbits: int) -> np.ndarray:
-    """Registers ``[..., 128, R]`` from element bits ``[..., M, cols]`` via a fragment map."""
-    mask = np.uint64((1 << nbits) - 1)
-    vals = bits[..., row, col].astype(np.uint64) & mask  # [..., 128, R, E]
-    return np.bitwise_or.reduce(vals << shift.astype(np.uint64), axis=-1).astype(np.uint32)
+@functools.lru_cache(maxsize=None)
+def _slots(kind: str, key) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, inverse)`` of a fragment map, built once and read-only: ``index[t, s]`` is
+    the row-major position in the matrix of the element in slot ``s`` of thread ``t`` (slot
+    ``s`` = register ``s // E``, element ``s % E``, the lowest bits first), ``inverse`` the
+    slot (``t * slots + s``) of each matrix element.  A register is then its E slots'
+    ``bits``-wide words side by side, little-endian: one gather packs or unpacks a whole
+    register file, where the maps' shifts and ors took most of a wgmma call."""
+    if kind == "d":
+        n, fmt = key
+        row, col = d_fragment_map(n, fmt)
+        cols = n
+    else:
+        row, col, _ = a_fragment_map(key)
+        cols = a_k(key)
+    index = (row * cols + col).reshape(THREADS, -1)
+    inverse = np.empty(index.size, np.intp)
+    inverse[index.ravel()] = np.arange(index.size)
+    index.flags.writeable = False
+    inverse.flags.writeable = False
+    return index, inverse
 
 
-def _unpack(regs: np.ndarray, row, col, shift, nbits: int, cols: int, dtype) -> np.ndarray:
-    mask = np.uint64((1 << nbits) - 1)
-    vals = (regs[..., None].astype(np.uint64) >> shift.astype(np.uint64)) & mask
-    out = np.zeros(regs.shape[:-2] + (M, cols), dtype=dtype)
-    out[..., row, col] = vals.astype(dtype)
-    return out
+def _word(nbits: int) -> np.dtype:
+    return np.dtype(f"<u{nbits // 8}")
+
+
+def _pack(bits: np.ndarray, index: np.ndarray, nbits: int) -> np.ndarray:
+    """Registers ``uint32[..., 128, R]`` from element bits ``[..., M, cols]``."""
+    flat = bits.reshape(bits.shape[:-2] + (-1,))
+    slots = np.take(flat, index, axis=-1)  # [..., 128, R * E]; faster than flat[..., index]
+    if nbits == 1:
+        words = np.packbits(slots.astype(np.uint8), axis=-1, bitorder="little")
+    else:
+        words = slots.astype(_word(nbits), copy=False)
+    return np.ascontiguousarray(words).view("<u4").astype(np.uint32, copy=False)
+
+
+def _unpack(regs: np.ndarray, inverse: np.ndarray, nbits: int, cols: int, dtype) -> np.ndarray:
+    """Element bits ``[..., M, cols]`` (``dtype``) held in registers ``[..., 128, R]``."""
+    words = np.ascontiguousarray(regs.astype("<u4", copy=False))
+    if nbits == 1:
+        slots = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
+    else:
+        slots = words.view(_word(nbits))
+    flat = np.take(slots.reshape(regs.shape[:-2] + (-1,)), inverse, axis=-1)
+    return flat.reshape(regs.shape[:-2] + (M, cols)).astype(dtype, copy=False)
 
 
 def pack_d(values, dtype) -> np.ndarray:
@@ -147,25 +183,23 @@ def pack_d(values, dtype) -> np.ndarray:
     fmt = _fmt(dtype, _DTYPES, "accumulator type")
     values = as_numpy(values, "values")
     n = values.shape[-1] if values.ndim >= 2 else 0
-    row, col = d_fragment_map(n, fmt)
+    d_regs(n, fmt)  # checks n
     bits = _elems_in(values, fmt, n, "accumulator matrix")
-    return _pack(bits, row, col, 16 * np.arange(row.shape[-1]), fmt.bits)
+    return _pack(bits, _slots("d", (n, fmt.name))[0], fmt.bits)
 
 
 def unpack_d(regs, dtype, n: int) -> np.ndarray:
     """The 64 x N accumulator bits (``fmt.storage``) held in registers ``[..., 128, ND]``."""
     fmt = _fmt(dtype, _DTYPES, "accumulator type")
-    row, col = d_fragment_map(n, fmt)
-    regs = _regs_in(regs, row.shape[1], "accumulator registers")
-    return _unpack(regs, row, col, 16 * np.arange(row.shape[-1]), fmt.bits, n, fmt.storage)
+    regs = _regs_in(regs, d_regs(n, fmt), "accumulator registers")
+    return _unpack(regs, _slots("d", (n, fmt.name))[1], fmt.bits, n, fmt.storage)
 
 
 def pack_a(values, atype) -> np.ndarray:
     """A-operand registers ``uint32[..., 128, 4]`` holding the 64 x K matrix ``values``."""
     fmt = _fmt(atype, _ATYPES, "atype")
-    row, col, shift = a_fragment_map(fmt)
     bits = _elems_in(values, fmt, a_k(fmt), "A matrix")
-    return _pack(bits, row, col, shift, fmt.bits)
+    return _pack(bits, _slots("a", fmt.name)[0], fmt.bits)
 
 
 def unpack_a(regs, atype) -> np.ndarray:
@@ -174,6 +208,5 @@ def unpack_a(regs, atype) -> np.ndarray:
     tf32 elements keep all 32 register bits; the instruction ignores the low 13.
     """
     fmt = _fmt(atype, _ATYPES, "atype")
-    row, col, shift = a_fragment_map(fmt)
     regs = _regs_in(regs, A_REGS, "A registers")
-    return _unpack(regs, row, col, shift, fmt.bits, a_k(fmt), fmt.storage)
+    return _unpack(regs, _slots("a", fmt.name)[1], fmt.bits, a_k(fmt), fmt.storage)
