@@ -14,6 +14,7 @@ from fastmma.layout.descriptor import (
     element_addresses,
     gather_operand,
     major_from_trans,
+    operand_footprint,
     swizzle_address,
 )
 
@@ -352,3 +353,38 @@ def test_bad_shapes():
         element_addresses(d, 64, 16, 16, "row")
     with pytest.raises(OperandError):
         gather_operand(np.zeros(16, np.int8), d, 64, 16, "f16")
+
+
+def test_operand_footprint_holds_every_byte_of_every_element():
+    # 64x16 f16 K-major, no swizzle: rows (i%8)*16 + (i//8)*SBO, the two 16-byte chunks of K
+    # at +0 and +LBO.  LBO 128, SBO 256: 2048 bytes without a gap.
+    dense = operand_footprint(MatrixDescriptor(4096, 128, 256), 64, 16, 16, "K")
+    np.testing.assert_array_equal(dense, 4096 + np.arange(2048))
+    # LBO 256, SBO 512: each block of 8 rows is bytes [512b, 512b + 128) and [512b + 256, 512b + 384)
+    sparse = operand_footprint(MatrixDescriptor(0, 256, 512), 64, 16, 16, "K")
+    block = np.concatenate([np.arange(128), 256 + np.arange(128)])
+    np.testing.assert_array_equal(sparse, np.concatenate([512 * b + block for b in range(8)]))
+    # tf32 (4-byte elements) 8x8 at 16: every byte of [16, 16 + 8 rows x 32 bytes) with LBO 128:
+    # rows at 16 * (i % 8), the second chunk of K at +128
+    tf32 = operand_footprint(MatrixDescriptor(16, 128, 1024), 8, 8, 32, "K")
+    np.testing.assert_array_equal(tf32, 16 + np.arange(256))
+    assert not dense.flags.writeable
+
+
+def test_operand_footprint_checks_the_image_it_is_given():
+    desc = MatrixDescriptor(0, 128, 1024)  # rows 8.. at +1024
+    with pytest.raises(SharedMemoryBoundsError, match="a_desc.*1000"):
+        operand_footprint(desc, 64, 16, 16, "K", image_size=1000, name="a_desc")
+    assert operand_footprint(desc, 64, 16, 16, "K").max() == 7 * 1024 + 7 * 16 + 128 + 15
+
+
+def test_element_addresses_are_the_callers_to_change():
+    desc = MatrixDescriptor(256, 128, 256)
+    byte, bit = element_addresses(desc, 64, 16, 16, "K")
+    byte[:] = -1
+    bit[:] = 5
+    again, bit_again = element_addresses(desc, 64, 16, 16, "K")
+    assert again[0, 0] == 256 and again[63, 15] == 2302 and not bit_again.any()
+    smem = np.zeros(4096, np.uint8)
+    smem[256:258] = [0x34, 0x12]
+    assert gather_operand(smem, desc, 64, 16, "f16", "K")[0, 0] == 0x1234

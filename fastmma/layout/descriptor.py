@@ -66,6 +66,7 @@ hardware would.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,16 +233,43 @@ def element_addresses(desc, mn: int, k: int, elem_bits: int, major: str = "K", *
     ``image_address`` is the shared address of image byte 0 (module docstring).  No bounds
     check: see :func:`check_bounds`.
     """
-    d = as_descriptor(desc)
-    _check_shape(mn, k, elem_bits, major, d.swizzle)
+    where = _operand_map(as_descriptor(desc), mn, k, elem_bits, major, image_address)
+    return where.byte.copy(), where.bit.copy()
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: one object per cached map
+class _OperandMap:
+    """An operand's :func:`element_addresses`, read-only, with what a read needs of them:
+    the lowest and highest byte (for the bounds check) and each element's index in the image
+    read as words of its width.  Every element is aligned to its width: the start address
+    and the image address are multiples of 16, the offsets within a 16-byte chunk multiples
+    of the width, and the swizzle moves whole chunks."""
+
+    byte: np.ndarray
+    bit: np.ndarray
+    lowest: int
+    highest: int
+    word: np.ndarray
+
+
+@functools.lru_cache(maxsize=1024)
+def _operand_map(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str, image_address: int) -> _OperandMap:
+    """:func:`element_addresses` of one operand, built once per descriptor and shape: a
+    simulator's k-loop issues the same few descriptors again and again, and building the
+    map took a third of a wgmma call."""
+    _check_shape(mn, k, bits, major, d.swizzle)
     if image_address < 0:
         raise OperandError(f"image_address must be a non-negative shared address, got {image_address}")
     if image_address % 16:
         raise AlignmentError(f"image_address must be 16-byte aligned, got {image_address}")
-    off = _bit_offsets(d, mn, k, elem_bits, major)
+    off = _bit_offsets(d, mn, k, bits, major)
     absolute = int(image_address) + d.start_address + off // 8
     byte = swizzle_address(absolute, d.swizzle, d.base_offset) - int(image_address)
-    return byte, off % 8
+    bit = off % 8
+    word = byte // max(bits // 8, 1)
+    for x in (byte, bit, word):
+        x.flags.writeable = False
+    return _OperandMap(byte, bit, int(byte.min()), int(byte.max()), word)
 
 
 def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: str = "operand") -> None:
@@ -257,6 +285,27 @@ def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: 
         f"{addr} ({nbytes} byte{'s' if nbytes > 1 else ''}), but the image holds {image_size} bytes "
         f"[0, {image_size}); descriptor: {as_descriptor(desc)}"
     )
+
+
+def operand_footprint(desc, mn: int, k: int, elem_bits: int, major: str = "K", *, image_address: int = 0,
+                      image_size: int | None = None, name: str = "operand") -> np.ndarray:
+    """Every image byte an ``mn`` x ``k`` operand occupies, sorted and unique, read-only
+    (built once per descriptor and shape).  Where ``image_size`` is given, the addresses are
+    checked against it first (:func:`check_bounds`)."""
+    where = _operand_map(as_descriptor(desc), mn, k, elem_bits, major, image_address)
+    if image_size is not None and (where.lowest < 0 or where.highest + max(elem_bits // 8, 1) > image_size):
+        check_bounds(where.byte, elem_bits, image_size, desc, name)
+    return _footprint(where, max(elem_bits // 8, 1))
+
+
+@functools.lru_cache(maxsize=1024)
+def _footprint(where: _OperandMap, width: int) -> np.ndarray:
+    span = np.zeros(where.highest + width - where.lowest, np.bool_)
+    for q in range(width):
+        span[where.byte.ravel() - where.lowest + q] = True
+    out = np.flatnonzero(span) + where.lowest
+    out.flags.writeable = False
+    return out
 
 
 def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_address: int = 0,
@@ -278,11 +327,11 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
         raise InvalidInstructionError(
             f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
         )
-    byte, bit = element_addresses(desc, mn, k, fmt.bits, major, image_address=image_address)
-    check_bounds(byte, fmt.bits, smem.size, desc, name)
+    where = _operand_map(as_descriptor(desc), mn, k, fmt.bits, major, image_address)
+    width = max(fmt.bits // 8, 1)
+    if where.lowest < 0 or where.highest + width > smem.size:
+        check_bounds(where.byte, fmt.bits, smem.size, desc, name)
     if fmt.bits == 1:
-        return (smem[byte] >> bit.astype(np.uint8)) & np.uint8(1)
-    out = np.zeros(byte.shape, dtype=fmt.storage)
-    for q in range(fmt.bits // 8):
-        out |= smem[byte + q].astype(fmt.storage) << fmt.storage.type(8 * q)
-    return out
+        return (smem[where.byte] >> where.bit.astype(np.uint8)) & np.uint8(1)
+    words = np.ascontiguousarray(smem[:smem.size // width * width]).view(f"<u{width}")  # little-endian
+    return words[where.word].astype(fmt.storage, copy=False)
