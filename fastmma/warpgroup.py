@@ -74,6 +74,7 @@ zero-filled) or written; its width is fixed then.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -89,7 +90,7 @@ from .errors import (
 )
 from .formats import as_numpy, byte_image, get_format, is_int
 from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
-from .layout.descriptor import MatrixDescriptor, check_bounds, element_addresses, major_from_trans
+from .layout.descriptor import MatrixDescriptor, major_from_trans, operand_footprint
 from .mma import as_instruction, scale_d_flag
 
 THREADS = 128
@@ -407,8 +408,7 @@ class Warpgroup:
         widths = {_width(self._regs[n]) for n in names}
         if len(widths) > 1:
             raise OperandError(f"cannot read registers of different widths together: {', '.join(names)}")
-        out = self._regs[names[0]].copy() if isinstance(original, str) else \
-            np.stack([self._regs[n] for n in names], axis=1)
+        out = self._regs[names[0]].copy() if isinstance(original, str) else _stack(self._regs[n] for n in names)
         return out if dtype is None else _view(out, dtype)
 
     def _check_thread_access(self, names, how: str) -> None:
@@ -474,11 +474,13 @@ class Warpgroup:
         return names, None
 
     def _require(self, names, bits: int, what: str) -> None:
+        dtype = REGISTER_DTYPES[bits]
         for name in names:
-            if name not in self._regs:
+            values = self._regs.get(name)
+            if values is None:
                 raise OperandError(f"operand {what}: register {name} does not exist (declare or write it first)")
-            if _width(self._regs[name]) != bits:
-                raise OperandError(f"operand {what}: register {name} is {_width_text(_width(self._regs[name]))}, "
+            if values.dtype != dtype:
+                raise OperandError(f"operand {what}: register {name} is {_width_text(_width(values))}, "
                                    f"expected {_width_text(bits)}")
 
     def _descriptor(self, value, what: str) -> int:
@@ -515,12 +517,7 @@ class Warpgroup:
 
     def _operand_bytes(self, inst, a_desc, b_desc) -> np.ndarray:
         """Image bytes the descriptors address (bounds checked), sorted and unique."""
-        parts = [_descriptor_bytes(b_desc, inst.shape.n, inst.shape.k, inst.btype, inst.imm_trans_b,
-                                   self.smem_address, self._smem.size, "b_desc")]
-        if a_desc is not None:
-            parts.append(_descriptor_bytes(a_desc, inst.shape.m, inst.shape.k, inst.atype, inst.imm_trans_a,
-                                           self.smem_address, self._smem.size, "a_desc"))
-        return np.unique(np.concatenate(parts))
+        return _operand_bytes(inst, a_desc, b_desc, self.smem_address, self._smem.size)
 
     # ------------------------------------------------------------------ hazard checks
 
@@ -578,18 +575,19 @@ class Warpgroup:
             for j, name in enumerate(record.d):
                 if name in columns:
                     columns[name] = record.result[:, j]
-        return np.stack([columns[name] for name in names], axis=1)
+        return _stack(columns[name] for name in names)
 
     def _compute(self, issue: _Issue) -> np.ndarray:
         source = {"a_desc": issue.a_desc} if issue.a_desc is not None else \
-            {"a_regs": np.stack([self._regs[n] for n in issue.a_regs], axis=1)}
+            {"a_regs": _stack(self._regs[n] for n in issue.a_regs)}
         return wgmma.mma_async(issue.inst, self._accumulator_input(issue.d), b_desc=issue.b_desc,
                                smem=self._smem, scale_d=issue.scale_d, image_address=self.smem_address,
                                **source)
 
     def _complete(self, record: InFlight) -> None:
-        for j, name in enumerate(record.d):
-            self._regs[name] = record.result[:, j].copy()
+        rows = record.result.T.copy()  # register j's 128 values contiguous in rows[j]
+        for name, values in zip(record.d, rows):
+            self._regs[name] = values
 
 
 # ---------------------------------------------------------------------- helpers
@@ -603,9 +601,22 @@ def _names(names) -> list[str]:
     if not items:
         raise OperandError("no register names given")
     for name in items:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise OperandError(f"{name!r} is not a register name (PTX identifier such as %f1, %rd2, p)")
+        if name not in _KNOWN_NAMES:
+            if not isinstance(name, str) or not _NAME_RE.match(name):
+                raise OperandError(f"{name!r} is not a register name (PTX identifier such as %f1, %rd2, p)")
+            if len(_KNOWN_NAMES) < 1 << 16:
+                _KNOWN_NAMES.add(name)
     return items
+
+
+_KNOWN_NAMES: set[str] = set()  # names that passed _NAME_RE: a warpgroup names the same registers again and again
+
+
+def _stack(columns) -> np.ndarray:
+    """Registers side by side, ``[128, n]``, from each one's ``[128]`` values (a third of
+    the time of ``np.stack(..., axis=1)`` for a wgmma's 128 accumulators)."""
+    columns = list(columns)
+    return np.concatenate(columns).reshape(len(columns), -1).T.copy()
 
 
 def _register_dtype(bits) -> np.dtype:
@@ -686,13 +697,23 @@ def _descriptor_operand(op, what: str):
     raise OperandError(f"operand {what} must be a 64-bit register or an immediate, got {op.text!r}")
 
 
-def _descriptor_bytes(desc: int, mn: int, k: int, fmt_name: str, trans: int, image_address: int,
-                      image_size: int, name: str) -> np.ndarray:
-    bits = get_format(fmt_name).bits
-    byte, _ = element_addresses(desc, mn, k, bits, major_from_trans(trans), image_address=image_address)
-    check_bounds(byte, bits, image_size, desc, name)
-    width = max(bits // 8, 1)
-    return (byte.reshape(-1, 1) + np.arange(width)).reshape(-1)
+@functools.lru_cache(maxsize=1024)
+def _operand_bytes(inst, a_desc: int | None, b_desc: int, image_address: int, image_size: int) -> np.ndarray:
+    """:meth:`Warpgroup._operand_bytes`, once per instruction, descriptors and image (a
+    warpgroup's k-loop issues the same few again and again; sorting the bytes took half of
+    an ``m64n256k16`` issue)."""
+    operands = [(b_desc, inst.shape.n, inst.btype, inst.imm_trans_b, "b_desc")]
+    if a_desc is not None:
+        operands.append((a_desc, inst.shape.m, inst.atype, inst.imm_trans_a, "a_desc"))
+    parts = [operand_footprint(desc, mn, inst.shape.k, get_format(fmt).bits, major_from_trans(trans),
+                               image_address=image_address, image_size=image_size, name=name)
+             for desc, mn, fmt, trans, name in operands]
+    if len(parts) == 1:
+        return parts[0]
+    both = np.sort(np.concatenate(parts))
+    out = both[np.concatenate(([True], both[1:] != both[:-1]))]
+    out.flags.writeable = False
+    return out
 
 
 def _first_common(mine, theirs):

@@ -391,6 +391,20 @@ def test_smem_written_while_pending_wgmma_reads_it(case, which):
     np.testing.assert_array_equal(wg.read(D), step(case, case["c"], 0))
 
 
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_smem_write_to_an_elements_high_byte_while_pending(case, which):
+    """The footprint of an operand is every byte of its elements, not just their first."""
+    wg = make_wg(case)
+    wg.fence()
+    issue(wg, 0)
+    wg.commit_group()
+    high = read_byte_of(case, 0, which) + 1  # f16: the element's second byte
+    with pytest.raises(HazardError, match=rf"image byte {high} "):
+        wg.write_smem(high, b"\x00")
+    wg.wait_group(0)
+    wg.write_smem(high, b"\x00")
+
+
 def test_smem_write_elsewhere_is_allowed_while_pending(case):
     wg = make_wg(case)
     wg.fence()
