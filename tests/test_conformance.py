@@ -37,11 +37,21 @@ def test_wgmma_recording(path):
 
 @pytest.mark.parametrize("path", WMMA[::5] + WGMMA[::5], ids=lambda p: p.stem)
 def test_recording_through_the_fast_kernels(path, monkeypatch):
-    """Single instructions normally run on the per-element kernels; the GEMM kernels must
-    reproduce the hardware too."""
+    """The smallest instructions normally run on the per-element kernels; the GEMM kernels
+    must reproduce the hardware for them too."""
     from fastmma import kernels
 
     monkeypatch.setattr(kernels, "FAST_KERNEL_MIN_MACS", 0)
+    assert_conforms(path)
+
+
+@pytest.mark.parametrize("path", WGMMA, ids=lambda p: p.stem)
+def test_recording_through_the_reference_kernels(path, monkeypatch):
+    """Most wgmma shapes normally run on the GEMM kernels; the per-element kernels, the
+    oracle those are tested against, must reproduce the hardware for every one of them."""
+    from fastmma import kernels
+
+    monkeypatch.setattr(kernels, "FAST_KERNEL_MIN_MACS", 1 << 62)
     assert_conforms(path)
 
 

@@ -35,8 +35,12 @@ def format_params(name: str) -> tuple:
 
 #: Problems below this many multiply-adds run on the per-element kernels, whose start-up is
 #: cheaper; both give the same bits (tests/test_fused_gemm.py, tests/test_int_gemm.py, and
-#: the recordings replayed with this set to 0 in tests/test_conformance.py).
-FAST_KERNEL_MIN_MACS = 1 << 18
+#: the recordings replayed through each in tests/test_conformance.py).  Timed one call at a
+#: time on 2 cores, the GEMM kernels took 80-130 us from 16384 multiply-adds up (m64n16k16
+#: f16 82 us against 126 us, m64n256k16 108 us against 2.3 ms), the per-element ones less
+#: below 8192 (wmma m16n16k8 tf32 57 us against 82 us); at 2^18, where this threshold had
+#: stood, single wgmma instructions took up to 20 times as long as they needed.
+FAST_KERNEL_MIN_MACS = 1 << 14
 
 
 def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,

@@ -1250,17 +1250,26 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True):
     buffer, each starting on a cache line (as :func:`_aligned_empty`, in numpy: a compiled
     function costs microseconds to call from Python).  Without ``low_rows`` the last one
     has no rows (no low codes to hold)."""
+    total, parts = _packed_layout(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows)
+    buf = np.empty(total + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    return [buf[start + offset:start + offset + size].view(dtype)[:count].reshape(shape)
+            for dtype, offset, size, count, shape in parts]
+
+
+@functools.lru_cache(maxsize=256)
+def _packed_layout(m, kk, KB, MB, G, dtypes, low_rows):
+    """:func:`_packed_empty`'s buffer size and, per array, ``(dtype, offset, size, count,
+    shape)``, each size whole cache lines."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
     shapes = [shape] * (len(dtypes) - 1) + [shape if low_rows else shape[:3] + (0, G)]
-    counts = [math.prod(s) for s in shapes]
-    sizes = [-(-np.dtype(t).itemsize * count // 64) * 64 for t, count in zip(dtypes, counts)]  # whole cache lines
-    buf = np.empty(sum(sizes) + 64, np.uint8)
-    start = -buf.ctypes.data % 64
-    arrays = []
-    for dtype, size, count, s in zip(dtypes, sizes, counts, shapes):
-        arrays.append(buf[start:start + size].view(dtype)[:count].reshape(s))
-        start += size
-    return arrays
+    parts, offset = [], 0
+    for dtype, s in zip(dtypes, shapes):
+        count = math.prod(s)
+        size = -(-dtype.itemsize * count // 64) * 64
+        parts.append((dtype, offset, size, count, s))
+        offset += size
+    return offset, tuple(parts)
 
 
 def _whole_range(p) -> tuple[int, int]:

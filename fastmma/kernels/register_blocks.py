@@ -28,6 +28,8 @@ keeps the block inside its arrays: nothing here checks bounds.
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -215,6 +217,7 @@ def count_columns(a, b, cnt, ra, nb, kn):
         count_half_block(a, b, cnt, ra, jt, kn)
 
 
+@functools.lru_cache(maxsize=None)
 def fits_registers() -> bool:
     """Whether numba's code generator targets AVX-512 (F and BW): 32 vector registers of 64
     bytes, so that a block's running values and thresholds stay in them.  With 16 registers
