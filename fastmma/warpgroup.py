@@ -653,7 +653,7 @@ def _columns(values, count: int, single: bool, bits: int) -> list[np.ndarray]:
     if arr.shape != want:
         raise OperandError(f"values for {'one register' if single else f'{count} registers'} must be a scalar "
                            f"or have shape {want}, got {arr.shape}")
-    return [arr.copy()] if single else [arr[:, j].copy() for j in range(count)]
+    return [arr.copy()] if single else list(arr.T.copy())  # each register's values contiguous
 
 
 def _coerce(values, bits: int) -> np.ndarray:
