@@ -12,8 +12,6 @@ processes and not others, which changes its time up to 2.5x.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import time
 
 import pytest
@@ -22,21 +20,11 @@ mmasim = pytest.importorskip("mmasim", reason="MMA-Sim not installed (pip instal
 torch = pytest.importorskip("torch", reason="torch not installed")
 from mmasim.nv_ptx import WGMMA as MmaSimWGMMA  # noqa: E402
 
-from bench_matmul import KEEP_FREED_MEMORY  # noqa: E402
+from bench_matmul import keep_freed_memory  # noqa: E402
 from fastmma.compat.mmasim import WGMMA  # noqa: E402
 
 
-def _keep_freed_memory():
-    """glibc's allocator set as ``bench_matmul.MMASIM_SCRIPT`` sets it for MMA-Sim's tuned
-    column (:data:`bench_matmul.KEEP_FREED_MEMORY`); elsewhere nothing."""
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is not None and hasattr(libc, "mallopt"):
-        for option, value in KEEP_FREED_MEMORY:
-            libc.mallopt(option, value)
-
-
-_keep_freed_memory()
+keep_freed_memory()
 ST = "m64n256k16.f32.f16.f16"
 CASES = {"one m64n256k16 call": (64, 256, 16), "256^3 GEMM": (256, 256, 256)}
 

@@ -7,6 +7,8 @@ arrays of the same shape in the same test, one numpy call before each fastmma ro
 records ``best fastmma time / best numpy time``.
 """
 
+import ctypes
+import ctypes.util
 import os
 import subprocess
 import sys
@@ -97,6 +99,16 @@ def _beside_numpy(benchmark, record_ratio, case, shape, label, rounds):
 #: glibc ``mallopt`` settings that keep freed memory for reuse: M_MMAP_THRESHOLD (-3),
 #: M_TRIM_THRESHOLD (-1), M_TOP_PAD (-2); MMA-Sim's tuned column (and bench_compat) runs with them
 KEEP_FREED_MEMORY = ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20))
+
+
+def keep_freed_memory():
+    """This process's glibc allocator set to :data:`KEEP_FREED_MEMORY` (MMA-Sim timed in the
+    benchmark's own process); elsewhere than glibc nothing."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "mallopt"):
+        for option, value in KEEP_FREED_MEMORY:
+            libc.mallopt(option, value)
 
 MMASIM_SCRIPT = """
 import ctypes, ctypes.util, sys, time

@@ -12,6 +12,7 @@ import pytest
 ROWS = []
 SPEEDUPS = []
 MEMORY = []
+INSTRUCTIONS = []
 
 
 def pytest_addoption(parser):
@@ -46,6 +47,15 @@ def record_memory():
     return record
 
 
+@pytest.fixture
+def record_instruction():
+    """record_instruction(short_form, path, seconds, numpy_seconds, mmasim_seconds or None):
+    one call of one instruction (bench_instruction.py)."""
+    def record(short, path, seconds, numpy_seconds, mmasim_seconds):
+        INSTRUCTIONS.append(dict(short=short, path=path, seconds=seconds, numpy=numpy_seconds, mmasim=mmasim_seconds))
+    return record
+
+
 def machine() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -76,11 +86,19 @@ def table() -> str:
         for r in MEMORY:
             lines.append(f"| {r['case']} | {r['grown'] / 2**20:.1f} MiB | {r['base'] / 2**20:.1f} MiB | "
                          f"{r['grown'] / r['base']:.2f}x |")
+    if INSTRUCTIONS:
+        lines += ["", "| instruction | path | fastmma per call | numpy float32, same tile | ratio | "
+                      "MMA-Sim per call | speed-up |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in INSTRUCTIONS:
+            sim = (f"{r['mmasim'] * 1e6:.0f} us | {r['mmasim'] / r['seconds']:.1f}x" if r["mmasim"] is not None
+                   else "- | -")
+            lines.append(f"| {r['short']} | {r['path']} | {r['seconds'] * 1e6:.0f} us | {r['numpy'] * 1e6:.1f} us | "
+                         f"{r['seconds'] / r['numpy']:.0f}x | {sim} |")
     return "\n".join(lines)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not (ROWS or SPEEDUPS or MEMORY):
+    if not (ROWS or SPEEDUPS or MEMORY or INSTRUCTIONS):
         return
     text = table()
     terminalreporter.write_sep("=", "fastmma / baseline, measured side by side in this run")

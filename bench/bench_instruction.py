@@ -1,0 +1,154 @@
+"""One instruction at a time, as a GPU simulator issues it.
+
+Run:  python -m pytest bench/bench_instruction.py -q
+
+A simulator calls fastmma once per ``wgmma.mma_async`` its warps issue, so what it pays is
+the whole call: parsing, descriptors read against the shared-memory image, register
+fragments unpacked and packed, the kernel.  Each case times one instruction by three paths:
+
+* ``wgmma.mma_async``: the register-level entry point (accumulator registers, A and B by
+  128B-swizzled matrix descriptors into a shared-memory image);
+* ``Warpgroup``: ``wgmma.fence``, ``mma_async``, ``commit_group``, ``wait_group 0`` on a
+  warpgroup's register file, with the hazard checks of strict mode, as one step of a k-loop
+  (the accumulators stay in the register file from one call to the next);
+* ``fastmma.mma``: the same instruction on logical matrices.
+
+Beside each, in the same run: numpy's float32 ``A @ B`` of the same tile (not bit-exact, a
+floor no emulator reaches: the ratio says how many such products one call costs), and
+MMA-Sim's ``WGMMA`` on the same logical matrices where it is installed and models the type
+(it has no integer wgmma), timed in this process with glibc told to keep freed memory
+(``bench_matmul.keep_freed_memory``).  The results of every path are checked bit for bit
+against each other and against MMA-Sim.
+"""
+
+from __future__ import annotations
+
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fastmma
+from bench_matmul import keep_freed_memory
+from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
+from fastmma.layout.wgmma_fragments import pack_d, unpack_d
+from fastmma.warpgroup import register_names
+
+try:
+    import torch
+    from mmasim.nv_ptx import WGMMA as MmaSimWGMMA
+except ImportError:  # MMA-Sim's column is left empty
+    MmaSimWGMMA = None
+
+keep_freed_memory()
+
+#: short form -> (A/B numpy dtype, torch dtype name for MMA-Sim or None, accumulator dtype)
+CASES = {
+    "m64n8k16.f32.f16.f16": (np.float16, "float16", np.float32),
+    "m64n64k16.f32.f16.f16": (np.float16, "float16", np.float32),
+    "m64n256k16.f32.f16.f16": (np.float16, "float16", np.float32),
+    "m64n256k16.f32.bf16.bf16": (ml_dtypes.bfloat16, "bfloat16", np.float32),
+    "m64n256k8.f32.tf32.tf32": (np.float32, "float32", np.float32),
+    "m64n256k32.f32.e4m3.e4m3": (ml_dtypes.float8_e4m3fn, "float8_e4m3fn", np.float32),
+    "m64n128k32.s32.s8.s8": (np.int8, None, np.int32),
+}
+PATHS = ("wgmma.mma_async", "Warpgroup", "fastmma.mma")
+SMEM_BYTES = 48 * 1024
+A_AT, B_AT = 0, 8192  # 64 rows of 128 bytes for A, then B's rows
+
+
+def _shape(short):
+    shape = short.split(".")[0]
+    n, k = shape[shape.index("n") + 1:shape.index("k")], shape[shape.index("k") + 1:]
+    return int(n), int(k)
+
+
+def _operands(short):
+    dtype, _, acc = CASES[short]
+    n, k = _shape(short)
+    rng = np.random.default_rng(0)
+    if np.dtype(dtype).kind == "i":
+        A, B = (rng.integers(-128, 128, size=s).astype(dtype) for s in ((64, k), (k, n)))
+    else:
+        A, B = (rng.standard_normal(s).astype(dtype) for s in ((64, k), (k, n)))
+    C = rng.standard_normal((64, n)).astype(acc) if acc == np.float32 else rng.integers(-999, 999, (64, n), acc)
+    return A, B, C
+
+
+def _shared_memory(A, B):
+    """A and B K-major in a 128B-swizzled image (one 128-byte row per M or N, 8-row groups
+    1024 bytes apart), as CUTLASS lays out Hopper tiles; their descriptors."""
+    a_desc = MatrixDescriptor(start_address=A_AT, leading_byte_offset=16, stride_byte_offset=1024, swizzle="128B")
+    b_desc = MatrixDescriptor(start_address=B_AT, leading_byte_offset=16, stride_byte_offset=1024, swizzle="128B")
+    smem = np.zeros(SMEM_BYTES, np.uint8)
+    width = A.dtype.itemsize
+    for desc, rows in ((a_desc, A), (b_desc, B.T)):
+        byte, _ = element_addresses(desc, *rows.shape, 8 * width)
+        elements = np.ascontiguousarray(rows).view(np.uint8).reshape(rows.shape + (width,))
+        for q in range(width):
+            smem[byte + q] = elements[..., q]
+    return smem, a_desc, b_desc
+
+
+def _issue(short, path, A, B, C):
+    """Two functions that issue the instruction once by ``path``: the first returns D's
+    bits as a matrix, the second (the one timed) what the path itself returns."""
+    inst = "wgmma.mma_async.sync.aligned." + short
+    acc = "f32" if C.dtype == np.float32 else "s32"
+    n = C.shape[1]
+    if path == "fastmma.mma":
+        call = lambda: fastmma.mma(inst, A, B, C).view(np.uint32)  # noqa: E731
+        return call, call
+    smem, a_desc, b_desc = _shared_memory(A, B)
+    c_regs = pack_d(C, acc)
+    if path == "wgmma.mma_async":
+        call = lambda: fastmma.wgmma.mma_async(inst, c_regs, a_desc=a_desc, b_desc=b_desc, smem=smem)  # noqa: E731
+        return lambda: unpack_d(call(), acc, n), call
+    wg = fastmma.Warpgroup(smem)
+    d = register_names("%r", c_regs.shape[1])
+    wg.write(d, c_regs)
+
+    def warpgroup():  # one step of a k-loop: D accumulates from call to call
+        wg.fence()
+        wg.mma_async(inst, d=d, a=a_desc, b_desc=b_desc)
+        wg.commit_group()
+        wg.wait_group(0)
+        return wg.peek(d)
+
+    def first_step():
+        warpgroup()
+        return unpack_d(wg.read(d), acc, n)
+
+    return first_step, warpgroup
+
+
+def _best_seconds(fn, repeat):
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("short", list(CASES))
+def test_one_instruction(benchmark, record_instruction, short, path):
+    A, B, C = _operands(short)
+    first, call = _issue(short, path, A, B, C)
+    expect = fastmma.mma("wgmma.mma_async.sync.aligned." + short, A, B, C).view(np.uint32)
+    assert np.array_equal(first(), expect)  # also compiles or loads the kernels
+    benchmark.pedantic(call, rounds=50, iterations=1, warmup_rounds=3)
+    a32, b32 = A.astype(np.float32), B.astype(np.float32)
+    numpy_s = _best_seconds(lambda: a32 @ b32, 200)
+    mmasim_s = None
+    torch_dtype = CASES[short][1]
+    if MmaSimWGMMA is not None and torch_dtype is not None:
+        args = [torch.from_numpy(x.astype(np.float32)).to(getattr(torch, torch_dtype)) for x in (A, B)]
+        sim = MmaSimWGMMA("Hopper", short)
+        theirs = sim(*args, torch.from_numpy(C))
+        assert np.array_equal(theirs.numpy().view(np.uint32), expect)
+        mmasim_s = _best_seconds(lambda: sim(*args, torch.from_numpy(C)), 20)
+    record_instruction(short, path, benchmark.stats.stats.min, numpy_s, mmasim_s)
