@@ -14,6 +14,7 @@ from fastmma.layout.descriptor import (
     element_addresses,
     gather_operand,
     major_from_trans,
+    SWIZZLE_BYTES,
     operand_footprint,
     swizzle_address,
 )
@@ -368,7 +369,9 @@ def test_operand_footprint_holds_every_byte_of_every_element():
     # rows at 16 * (i % 8), the second chunk of K at +128
     tf32 = operand_footprint(MatrixDescriptor(16, 128, 1024), 8, 8, 32, "K")
     np.testing.assert_array_equal(tf32, 16 + np.arange(256))
-    assert not dense.flags.writeable
+    # the start address moves the footprint by as much (1024 bytes keep the 128B swizzle's phase)
+    moved = operand_footprint(MatrixDescriptor(4096 + 1024, 128, 256), 64, 16, 16, "K")
+    np.testing.assert_array_equal(moved, dense + 1024)
 
 
 def test_operand_footprint_checks_the_image_it_is_given():
@@ -388,3 +391,21 @@ def test_element_addresses_are_the_callers_to_change():
     smem = np.zeros(4096, np.uint8)
     smem[256:258] = [0x34, 0x12]
     assert gather_operand(smem, desc, 64, 16, "f16", "K")[0, 0] == 0x1234
+
+
+@pytest.mark.parametrize("swizzle", ["128B", "64B", "32B"])
+def test_a_k_loop_of_start_addresses_reads_what_each_descriptor_addresses(swizzle):
+    """Descriptors that differ only in their start address (a k-loop's) share one cached
+    layout per swizzle phase; every start must still read its own bytes.  Each expected
+    address is the module's rule worked out element by element in plain Python."""
+    w = SWIZZLE_BYTES[swizzle]
+    rng = np.random.default_rng(7)
+    smem = rng.integers(0, 256, 3 * 8192, dtype=np.uint8)
+    for start in (0, 32, 128, 1024 + 32, 2048 + 896, 4096 + 16):
+        desc = MatrixDescriptor(start, 16, 8 * w, 0, swizzle)
+        got = gather_operand(smem, desc, 16, 8, "f16", "K")
+        for i in range(16):
+            for j in range(8):
+                a = start + (i % 8) * w + (i // 8) * 8 * w + 2 * j
+                a ^= (((a >> 7) & (w // 16 - 1)) << 4)
+                assert int(got[i, j]) == int(smem[a]) | int(smem[a + 1]) << 8, (start, i, j)

@@ -233,43 +233,54 @@ def element_addresses(desc, mn: int, k: int, elem_bits: int, major: str = "K", *
     ``image_address`` is the shared address of image byte 0 (module docstring).  No bounds
     check: see :func:`check_bounds`.
     """
-    where = _operand_map(as_descriptor(desc), mn, k, elem_bits, major, image_address)
-    return where.byte.copy(), where.bit.copy()
+    layout, start = _operand_layout(as_descriptor(desc), mn, k, elem_bits, major, image_address)
+    return layout.offset + start, layout.bit.copy()
 
 
-@dataclass(frozen=True, eq=False)  # hashed by identity: one object per cached map
-class _OperandMap:
-    """An operand's :func:`element_addresses`, read-only, with what a read needs of them:
-    the lowest and highest byte (for the bounds check) and each element's index in the image
-    read as words of its width.  Every element is aligned to its width: the start address
-    and the image address are multiples of 16, the offsets within a 16-byte chunk multiples
-    of the width, and the swizzle moves whole chunks."""
+@dataclass(frozen=True, eq=False)  # hashed by identity: one object per cached layout
+class _Layout:
+    """An operand's :func:`element_addresses` less its start address, read-only, with what
+    a read needs of them: the lowest and highest offset (for the bounds check) and each
+    element's offset in words of its width.  Every element is aligned to its width: the
+    start address and the image address are multiples of 16, the offsets within a 16-byte
+    chunk multiples of the width, and the swizzle moves whole chunks."""
 
-    byte: np.ndarray
+    offset: np.ndarray
     bit: np.ndarray
     lowest: int
     highest: int
     word: np.ndarray
 
 
-@functools.lru_cache(maxsize=1024)
-def _operand_map(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str, image_address: int) -> _OperandMap:
-    """:func:`element_addresses` of one operand, built once per descriptor and shape: a
-    simulator's k-loop issues the same few descriptors again and again, and building the
-    map took a third of a wgmma call."""
-    _check_shape(mn, k, bits, major, d.swizzle)
+def _operand_layout(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str, image_address: int):
+    """``(layout, start)``: element ``(i, j)``'s image byte is ``layout.offset[i, j] + start``.
+
+    The swizzle XORs address bits 4-6 with bits 7-9, so moving an operand by a multiple of
+    1024 bytes moves every element by as much: the layout depends on the start address only
+    through ``(image_address + start_address) % 1024``.  Built once per such phase, shape
+    and descriptor fields (:func:`_layout`), it serves every step of a k-loop, whose
+    descriptors differ in their start addresses; building it had taken a third of a wgmma
+    call."""
     if image_address < 0:
         raise OperandError(f"image_address must be a non-negative shared address, got {image_address}")
     if image_address % 16:
         raise AlignmentError(f"image_address must be 16-byte aligned, got {image_address}")
+    phase = (int(image_address) + d.start_address) % 1024
+    return _layout(d.leading_byte_offset, d.stride_byte_offset, d.base_offset, d.swizzle, phase, mn, k, bits,
+                   major), d.start_address
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(lbo, sbo, base_offset, swizzle, phase, mn, k, bits, major) -> _Layout:
+    d = MatrixDescriptor(0, lbo, sbo, base_offset, swizzle)
+    _check_shape(mn, k, bits, major, swizzle)
     off = _bit_offsets(d, mn, k, bits, major)
-    absolute = int(image_address) + d.start_address + off // 8
-    byte = swizzle_address(absolute, d.swizzle, d.base_offset) - int(image_address)
+    offset = swizzle_address(phase + off // 8, swizzle, base_offset) - phase
     bit = off % 8
-    word = byte // max(bits // 8, 1)
-    for x in (byte, bit, word):
+    word = offset // max(bits // 8, 1)
+    for x in (offset, bit, word):
         x.flags.writeable = False
-    return _OperandMap(byte, bit, int(byte.min()), int(byte.max()), word)
+    return _Layout(offset, bit, int(offset.min()), int(offset.max()), word)
 
 
 def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: str = "operand") -> None:
@@ -289,21 +300,22 @@ def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: 
 
 def operand_footprint(desc, mn: int, k: int, elem_bits: int, major: str = "K", *, image_address: int = 0,
                       image_size: int | None = None, name: str = "operand") -> np.ndarray:
-    """Every image byte an ``mn`` x ``k`` operand occupies, sorted and unique, read-only
-    (built once per descriptor and shape).  Where ``image_size`` is given, the addresses are
+    """Every image byte an ``mn`` x ``k`` operand occupies, sorted and unique (a new array;
+    the pattern is built once per layout).  Where ``image_size`` is given, the addresses are
     checked against it first (:func:`check_bounds`)."""
-    where = _operand_map(as_descriptor(desc), mn, k, elem_bits, major, image_address)
-    if image_size is not None and (where.lowest < 0 or where.highest + max(elem_bits // 8, 1) > image_size):
-        check_bounds(where.byte, elem_bits, image_size, desc, name)
-    return _footprint(where, max(elem_bits // 8, 1))
+    layout, start = _operand_layout(as_descriptor(desc), mn, k, elem_bits, major, image_address)
+    width = max(elem_bits // 8, 1)
+    if image_size is not None and (layout.lowest + start < 0 or layout.highest + start + width > image_size):
+        check_bounds(layout.offset + start, elem_bits, image_size, desc, name)
+    return _footprint(layout, width) + start
 
 
-@functools.lru_cache(maxsize=1024)
-def _footprint(where: _OperandMap, width: int) -> np.ndarray:
-    span = np.zeros(where.highest + width - where.lowest, np.bool_)
+@functools.lru_cache(maxsize=256)
+def _footprint(layout: _Layout, width: int) -> np.ndarray:
+    span = np.zeros(layout.highest + width - layout.lowest, np.bool_)
     for q in range(width):
-        span[where.byte.ravel() - where.lowest + q] = True
-    out = np.flatnonzero(span) + where.lowest
+        span[layout.offset.ravel() - layout.lowest + q] = True
+    out = np.flatnonzero(span) + layout.lowest
     out.flags.writeable = False
     return out
 
@@ -327,11 +339,11 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
         raise InvalidInstructionError(
             f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
         )
-    where = _operand_map(as_descriptor(desc), mn, k, fmt.bits, major, image_address)
+    layout, start = _operand_layout(as_descriptor(desc), mn, k, fmt.bits, major, image_address)
     width = max(fmt.bits // 8, 1)
-    if where.lowest < 0 or where.highest + width > smem.size:
-        check_bounds(where.byte, fmt.bits, smem.size, desc, name)
+    if layout.lowest + start < 0 or layout.highest + start + width > smem.size:
+        check_bounds(layout.offset + start, fmt.bits, smem.size, desc, name)
     if fmt.bits == 1:
-        return (smem[where.byte] >> where.bit.astype(np.uint8)) & np.uint8(1)
+        return (smem[layout.offset + start] >> layout.bit.astype(np.uint8)) & np.uint8(1)
     words = np.ascontiguousarray(smem[:smem.size // width * width]).view(f"<u{width}")  # little-endian
-    return words[where.word].astype(fmt.storage, copy=False)
+    return words[layout.word + start // width].astype(fmt.storage, copy=False)
