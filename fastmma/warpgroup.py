@@ -413,20 +413,21 @@ class Warpgroup:
     def _check_thread_access(self, names, how: str) -> None:
         if not self.strict:
             return
+        owners = self._in_flight_owners()
         for name in names:
-            owner = self._in_flight_owner(name)
-            if owner is not None:
-                record, role = owner
+            if name in owners:
+                record, role = owners[name]
                 raise HazardError(f"register {name} {how} by a thread while it is the {role} of "
                                   f"{record}: {RULE_IN_FLIGHT}")
 
-    def _in_flight_owner(self, name: str):
-        for record in reversed(self.in_flight):
-            if name in record.d:
-                return record, "accumulator (d)"
-            if name in record.a:
-                return record, "A fragment"
-        return None
+    def _in_flight_owners(self) -> dict:
+        """Each register of an in-flight wgmma -> ``(record, role)``: the newest such wgmma,
+        and its accumulator role before its A-fragment one."""
+        owners = {}
+        for record in self.in_flight:  # oldest first: newer records overwrite
+            owners.update((name, (record, "A fragment")) for name in record.a)
+            owners.update((name, (record, "accumulator (d)")) for name in record.d)
+        return owners
 
     # ------------------------------------------------------------------ operand resolution
 
