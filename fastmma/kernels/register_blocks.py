@@ -217,14 +217,26 @@ def count_columns(a, b, cnt, ra, nb, kn):
         count_half_block(a, b, cnt, ra, jt, kn)
 
 
-@functools.lru_cache(maxsize=None)
 def fits_registers() -> bool:
     """Whether numba's code generator targets AVX-512 (F and BW): 32 vector registers of 64
     bytes, so that a block's running values and thresholds stay in them.  With 16 registers
     of 32 bytes (AVX2) each value takes two and the blocks spill: measured 1.25x slower than
     the conversion pass at 1024^3 (e4m3)."""
     from numba import config
+
+    return _has_avx512(config.CPU_FEATURES if config.CPU_FEATURES is not None else _host_features())
+
+
+@functools.lru_cache(maxsize=None)
+def _host_features() -> str:
     from numba.core.codegen import get_host_cpu_features
 
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    return get_host_cpu_features()
+
+
+@functools.lru_cache(maxsize=16)
+def _has_avx512(features: str) -> bool:
+    """Whether the comma-separated LLVM ``features`` enable AVX-512 F and BW.  Asked on every
+    GEMM call, a single instruction's included: splitting the feature string took 15 us a
+    call, and numba's reading of the host's features, where fastmma has set none, 160 us."""
     return {"+avx512f", "+avx512bw"} <= set(features.split(","))
