@@ -160,8 +160,15 @@ def as_descriptor(desc) -> MatrixDescriptor:
     if isinstance(desc, MatrixDescriptor):
         return desc
     if isinstance(desc, (int, np.integer)):
-        return MatrixDescriptor.decode(desc)
+        return _decoded(int(desc))
     raise OperandError(f"a matrix descriptor must be a MatrixDescriptor or a 64-bit integer, got {type(desc).__name__}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(value: int) -> MatrixDescriptor:
+    """:meth:`MatrixDescriptor.decode`, once per value (5 us a time, asked several times
+    by every wgmma that passes its descriptors as 64-bit values)."""
+    return MatrixDescriptor.decode(value)
 
 
 def major_from_trans(imm_trans: int) -> str:
