@@ -190,6 +190,7 @@ class Warpgroup:
         self._smem = _smem_image(smem)
         self._smem_unfenced = np.zeros(self._smem.size, dtype=bool)
         self._regs: dict[str, np.ndarray] = {}
+        self._block = None  # (names, set of names, rows): registers that hold rows[j] since a completion
         self._accessed: dict[str, str] = {}  # register -> "read"/"written" by a thread since the last fence
         self._fenced = False
         self._uncommitted: list[InFlight] = []
@@ -210,6 +211,7 @@ class Warpgroup:
             self._check_width(name, bits)
         for name in names:
             self._regs.setdefault(name, np.zeros(THREADS, dtype=dtype))
+        self._forget_block(names)
 
     def write(self, names, values, *, bits: int | None = None) -> None:
         """A thread write: set register(s) ``names`` in every thread.
@@ -228,6 +230,7 @@ class Warpgroup:
         for name, col in zip(names, cols):
             self._regs[name] = col
             self._accessed[name] = "written"
+        self._forget_block(names)
 
     def read(self, names, dtype=None) -> np.ndarray:
         """A thread read: register values, ``[128]`` for one name, ``[128, n]`` for a list.
@@ -569,7 +572,20 @@ class Warpgroup:
     # ------------------------------------------------------------------ execution
 
     def _accumulator_input(self, names) -> np.ndarray:
-        """C: per register, the latest in-flight result for it, else the register itself."""
+        """C: per register, the latest in-flight result for it, else the register itself.
+
+        Where one wgmma's accumulators are all the newest in-flight values, or all hold what
+        one completion left (a k-loop, chained or waited step by step), C is that block
+        itself: stacking 128 registers one by one took a sixth of an m64n256 issue."""
+        wanted = set(names)
+        for record in reversed(self.in_flight):
+            if record.d == names:
+                return record.result
+            if not wanted.isdisjoint(record.d):
+                break
+        else:
+            if self._block is not None and self._block[0] == names:
+                return self._block[2].T
         columns = {name: self._regs[name] for name in names}
         for record in self.in_flight:
             for j, name in enumerate(record.d):
@@ -586,8 +602,16 @@ class Warpgroup:
 
     def _complete(self, record: InFlight) -> None:
         rows = record.result.T.copy()  # register j's 128 values contiguous in rows[j]
+        rows.flags.writeable = False
         for name, values in zip(record.d, rows):
             self._regs[name] = values
+        self._forget_block(record.d)
+        self._block = (record.d, set(record.d), rows)
+
+    def _forget_block(self, names) -> None:
+        """Registers ``names`` no longer (all) hold what the last completion left."""
+        if self._block is not None and not self._block[1].isdisjoint(names):
+            self._block = None
 
 
 # ---------------------------------------------------------------------- helpers

@@ -125,6 +125,38 @@ def test_same_shape_chain_without_fence_matches_the_recording(case):
     np.testing.assert_array_equal(wg.read(D), case["d"])
 
 
+@pytest.mark.parametrize("how", ["write", "write_all", "declare_other", "in_flight_part"])
+def test_the_next_wgmma_reads_what_the_accumulators_hold(case, how):
+    """After a completion, C is what D's registers hold then, whatever was written since
+    (one register, all of them, none of them), and a pending wgmma's results where it covers
+    part of them (non-strict mode): each expected C is put together from the stateless
+    reference, register by register."""
+    wg = make_wg(case, strict=how != "in_flight_part")
+    wg.fence()
+    issue(wg, 0)
+    wg.commit_group()
+    wg.wait_group(0)
+    held = step(case, case["c"], 0)
+    np.testing.assert_array_equal(wg.peek(D), held)
+    if how == "write":
+        wg.write(D[5], np.arange(128, dtype=np.float32) - 64)
+        held[:, 5] = (np.arange(128, dtype=np.float32) - 64).view(np.uint32)
+    elif how == "write_all":
+        wg.write(D, case["c"])
+        held = case["c"].copy()
+    elif how == "declare_other":
+        wg.declare(["%unrelated0", "%unrelated1"])
+    wg.fence()
+    if how == "in_flight_part":  # an m64n16 wgmma on D's first 8 registers, still pending
+        wg.mma_async(INST16, d=D[:8], a=A_DESC[1], b_desc=B_DESC[1])
+        held[:, :8] = wgmma.mma_async(INST16, held[:, :8], a_desc=case["a"][1], b_desc=case["b"][1],
+                                      smem=case["smem"])
+    issue(wg, 1)
+    wg.commit_group()
+    wg.wait_group(0)
+    np.testing.assert_array_equal(wg.read(D), step(case, held, 1))
+
+
 def test_chain_spanning_groups_accumulates_in_order(case):
     wg = make_wg(case)
     wg.fence()
