@@ -410,7 +410,12 @@ class Warpgroup:
         widths = {_width(self._regs[n]) for n in names}
         if len(widths) > 1:
             raise OperandError(f"cannot read registers of different widths together: {', '.join(names)}")
-        out = self._regs[names[0]].copy() if isinstance(original, str) else _stack(self._regs[n] for n in names)
+        if isinstance(original, str):
+            out = self._regs[names[0]].copy()
+        elif self._block is not None and tuple(names) == self._block[0]:  # all from one completion
+            out = self._block[2].T.copy()
+        else:
+            out = _stack(self._regs[n] for n in names)
         return out if dtype is None else _view(out, dtype)
 
     def _check_thread_access(self, names, how: str) -> None:

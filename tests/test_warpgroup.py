@@ -146,6 +146,8 @@ def test_the_next_wgmma_reads_what_the_accumulators_hold(case, how):
         held = case["c"].copy()
     elif how == "declare_other":
         wg.declare(["%unrelated0", "%unrelated1"])
+    np.testing.assert_array_equal(wg.peek(D), held)
+    np.testing.assert_array_equal(wg.peek(list(D)), held)
     wg.fence()
     if how == "in_flight_part":  # an m64n16 wgmma on D's first 8 registers, still pending
         wg.mma_async(INST16, d=D[:8], a=A_DESC[1], b_desc=B_DESC[1])
