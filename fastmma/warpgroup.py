@@ -630,11 +630,12 @@ def _names(names) -> list[str]:
     if not items:
         raise OperandError("no register names given")
     for name in items:
-        if name not in _KNOWN_NAMES:
-            if not isinstance(name, str) or not _NAME_RE.match(name):
-                raise OperandError(f"{name!r} is not a register name (PTX identifier such as %f1, %rd2, p)")
-            if len(_KNOWN_NAMES) < 1 << 16:
-                _KNOWN_NAMES.add(name)
+        if isinstance(name, str) and name in _KNOWN_NAMES:
+            continue
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise OperandError(f"{name!r} is not a register name (PTX identifier such as %f1, %rd2, p)")
+        if len(_KNOWN_NAMES) < 1 << 16:
+            _KNOWN_NAMES.add(name)
     return items
 
 

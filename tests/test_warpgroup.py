@@ -591,6 +591,9 @@ def test_register_file_widths_and_views():
         wg.read("%r9")
     with pytest.raises(OperandError, match="shape"):
         wg.write(["%f10", "%f11"], np.zeros((128, 3), np.uint32))
+    for bad in (["%f10", ["%f11"]], [{"%f10"}], ["%f10", 7], ["9f"], ["%f10", "a b"]):
+        with pytest.raises(OperandError, match="is not a register name"):
+            wg.read(bad)
     assert "%r9" not in wg and "%r2" in wg
 
 
