@@ -279,6 +279,8 @@ def _operand_layout(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str,
 
 @functools.lru_cache(maxsize=256)
 def _layout(lbo, sbo, base_offset, swizzle, phase, mn, k, bits, major) -> _Layout:
+    """The :class:`_Layout` of an operand whose start lies at ``phase`` past a 1024-byte
+    boundary (the rule of the module docstring, less the start address)."""
     d = MatrixDescriptor(0, lbo, sbo, base_offset, swizzle)
     _check_shape(mn, k, bits, major, swizzle)
     off = _bit_offsets(d, mn, k, bits, major)
