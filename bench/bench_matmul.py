@@ -110,6 +110,7 @@ def keep_freed_memory():
         for option, value in KEEP_FREED_MEMORY:
             libc.mallopt(option, value)
 
+
 MMASIM_SCRIPT = """
 import ctypes, ctypes.util, sys, time
 import numpy as np, torch
