@@ -307,16 +307,22 @@ def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: 
     )
 
 
+def _check_layout_bounds(layout: _Layout, start: int, elem_bits: int, image_size: int, desc, name: str) -> None:
+    """:func:`check_bounds` of an operand at ``start``, by its lowest and highest byte first
+    (the element-by-element check runs only to name the element that leaves the image)."""
+    if layout.lowest + start < 0 or layout.highest + start + max(elem_bits // 8, 1) > image_size:
+        check_bounds(layout.offset + start, elem_bits, image_size, desc, name)
+
+
 def operand_footprint(desc, mn: int, k: int, elem_bits: int, major: str = "K", *, image_address: int = 0,
                       image_size: int | None = None, name: str = "operand") -> np.ndarray:
     """Every image byte an ``mn`` x ``k`` operand occupies, sorted and unique (a new array;
     the pattern is built once per layout).  Where ``image_size`` is given, the addresses are
     checked against it first (:func:`check_bounds`)."""
     layout, start = _operand_layout(as_descriptor(desc), mn, k, elem_bits, major, image_address)
-    width = max(elem_bits // 8, 1)
-    if image_size is not None and (layout.lowest + start < 0 or layout.highest + start + width > image_size):
-        check_bounds(layout.offset + start, elem_bits, image_size, desc, name)
-    return _footprint(layout, width) + start
+    if image_size is not None:
+        _check_layout_bounds(layout, start, elem_bits, image_size, desc, name)
+    return _footprint(layout, max(elem_bits // 8, 1)) + start
 
 
 @functools.lru_cache(maxsize=256)
@@ -349,9 +355,8 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
             f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
         )
     layout, start = _operand_layout(as_descriptor(desc), mn, k, fmt.bits, major, image_address)
+    _check_layout_bounds(layout, start, fmt.bits, smem.size, desc, name)
     width = max(fmt.bits // 8, 1)
-    if layout.lowest + start < 0 or layout.highest + start + width > smem.size:
-        check_bounds(layout.offset + start, fmt.bits, smem.size, desc, name)
     if fmt.bits == 1:
         return (smem[layout.offset + start] >> layout.bit.astype(np.uint8)) & np.uint8(1)
     words = np.ascontiguousarray(smem[:smem.size // width * width]).view(f"<u{width}")  # little-endian
