@@ -524,8 +524,22 @@ class Warpgroup:
         return values[0]
 
     def _operand_bytes(self, inst, a_desc, b_desc) -> np.ndarray:
-        """Image bytes the descriptors address (bounds checked), sorted and unique."""
-        return _operand_bytes(inst, a_desc, b_desc, self.smem_address, self._smem.size)
+        """Image bytes the descriptors address (bounds checked), sorted and unique: the
+        operands' footprints (each built once per layout,
+        :func:`~fastmma.layout.descriptor.operand_footprint`), merged.  Where A's and B's bytes
+        do not interleave (as they lie in usual tiles) the merge is a concatenation: sorting
+        them on every issue had taken half of an ``m64n256k16`` issue."""
+        operands = [(b_desc, inst.shape.n, inst.btype, inst.imm_trans_b, "b_desc")]
+        if a_desc is not None:
+            operands.append((a_desc, inst.shape.m, inst.atype, inst.imm_trans_a, "a_desc"))
+        parts = [operand_footprint(desc, mn, inst.shape.k, get_format(fmt).bits, major_from_trans(trans),
+                                   image_address=self.smem_address, image_size=self._smem.size, name=name)
+                 for desc, mn, fmt, trans, name in operands]
+        parts.sort(key=lambda p: p[0])
+        if len(parts) == 1 or parts[0][-1] < parts[1][0]:
+            return np.concatenate(parts)
+        both = np.sort(np.concatenate(parts))
+        return both[np.concatenate(([True], both[1:] != both[:-1]))]
 
     # ------------------------------------------------------------------ hazard checks
 
@@ -725,24 +739,6 @@ def _descriptor_operand(op, what: str):
     if op.kind == "imm":
         return op.value
     raise OperandError(f"operand {what} must be a 64-bit register or an immediate, got {op.text!r}")
-
-
-def _operand_bytes(inst, a_desc: int | None, b_desc: int, image_address: int, image_size: int) -> np.ndarray:
-    """:meth:`Warpgroup._operand_bytes`: the operands' footprints (each built once per
-    layout, :func:`~fastmma.layout.descriptor.operand_footprint`), merged.  Where A's and
-    B's bytes do not interleave (as they lie in usual tiles) the merge is a concatenation:
-    sorting them on every issue had taken half of an ``m64n256k16`` issue."""
-    operands = [(b_desc, inst.shape.n, inst.btype, inst.imm_trans_b, "b_desc")]
-    if a_desc is not None:
-        operands.append((a_desc, inst.shape.m, inst.atype, inst.imm_trans_a, "a_desc"))
-    parts = [operand_footprint(desc, mn, inst.shape.k, get_format(fmt).bits, major_from_trans(trans),
-                               image_address=image_address, image_size=image_size, name=name)
-             for desc, mn, fmt, trans, name in operands]
-    parts.sort(key=lambda p: p[0])
-    if len(parts) == 1 or parts[0][-1] < parts[1][0]:
-        return np.concatenate(parts)
-    both = np.sort(np.concatenate(parts))
-    return both[np.concatenate(([True], both[1:] != both[:-1]))]
 
 
 def _first_common(mine, theirs):
