@@ -301,7 +301,6 @@ def _int_gemm_any(a, b, c, out, dpa, dpb, group, satfinite, use_c):
 _CHUNK_KERNELS = {16: _int_gemm_16, 32: _int_gemm_32, 64: _int_gemm_64}
 
 
-@njit(cache=True)
 def _chunk_size(kk, group, satfinite, max_prod):
     """Literal chunk (16/32/64) summed exactly in float32, or 0 for the generic path."""
     if satfinite:
