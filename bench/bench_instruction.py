@@ -58,15 +58,10 @@ SMEM_BYTES = 48 * 1024
 A_AT, B_AT = 0, 8192  # 64 rows of 128 bytes for A, then B's rows
 
 
-def _shape(short):
-    shape = short.split(".")[0]
-    n, k = shape[shape.index("n") + 1:shape.index("k")], shape[shape.index("k") + 1:]
-    return int(n), int(k)
-
-
 def _operands(short):
     dtype, _, acc = CASES[short]
-    n, k = _shape(short)
+    shape = fastmma.parse("wgmma.mma_async.sync.aligned." + short).shape
+    n, k = shape.n, shape.k
     rng = np.random.default_rng(0)
     if np.dtype(dtype).kind == "i":
         A, B = (rng.integers(-128, 128, size=s).astype(dtype) for s in ((64, k), (k, n)))
