@@ -91,15 +91,12 @@ from .formats import as_numpy, byte_image, get_format, is_int
 from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
 from .layout.descriptor import MatrixDescriptor, major_from_trans, operand_footprint
 from .mma import as_instruction, scale_d_flag
+from .register_file import REGISTER_DTYPES, THREADS, RegisterFile
 
-THREADS = 128
 DEFAULT_SMEM_BYTES = 232448
 """227 KiB: the most shared memory one CTA can use on sm_90."""
 SHARED_WINDOW_BYTES = 1 << 32
 """The most bytes a 32-bit shared address reaches: the largest image a size may ask for."""
-
-REGISTER_DTYPES = {1: np.dtype(np.bool_), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
-"""Register width in bits (1 = predicate) -> the dtype of its 128 per-thread values."""
 
 _NAME_RE = re.compile(r"^[A-Za-z_$%][\w$%]*$")
 
@@ -189,8 +186,7 @@ class Warpgroup:
         self.smem_address = _check_smem_address(smem_address)
         self._smem = _smem_image(smem)
         self._smem_unfenced = np.zeros(self._smem.size, dtype=bool)
-        self._regs: dict[str, np.ndarray] = {}
-        self._block = None  # (names, set of names, rows): registers that hold rows[j] since a completion
+        self._file = RegisterFile()
         self._accessed: dict[str, str] = {}  # register -> "read"/"written" by a thread since the last fence
         self._fenced = False
         self._uncommitted: list[InFlight] = []
@@ -206,12 +202,10 @@ class Warpgroup:
         Declaring an existing register of the same width keeps its value.
         """
         names = _names(names)
-        dtype = _register_dtype(bits)
+        _register_dtype(bits)
         for name in names:
             self._check_width(name, bits)
-        for name in names:
-            self._regs.setdefault(name, np.zeros(THREADS, dtype=dtype))
-        self._forget_block(names)
+        self._file.create(names, bits)
 
     def write(self, names, values, *, bits: int | None = None) -> None:
         """A thread write: set register(s) ``names`` in every thread.
@@ -225,12 +219,11 @@ class Warpgroup:
         single = isinstance(names, str)
         names = _names(names)
         width = self._write_width(names, values, bits)
-        cols = _columns(values, len(names), single, width)
+        block = _columns(values, len(names), single, width)
         self._check_thread_access(names, "written")
-        for name, col in zip(names, cols):
-            self._regs[name] = col
-            self._accessed[name] = "written"
-        self._forget_block(names)
+        self._file.create(names, width)
+        self._file.set(self._file.locate(tuple(names)), block)
+        self._accessed.update(dict.fromkeys(names, "written"))
 
     def read(self, names, dtype=None) -> np.ndarray:
         """A thread read: register values, ``[128]`` for one name, ``[128, n]`` for a list.
@@ -241,8 +234,7 @@ class Warpgroup:
         names_list = _names(names)
         values = self._gather(names_list, names, dtype)
         self._check_thread_access(names_list, "read")
-        for name in names_list:
-            self._accessed[name] = "read"
+        self._accessed.update(dict.fromkeys(names_list, "read"))
         return values
 
     def peek(self, names, dtype=None) -> np.ndarray:
@@ -260,12 +252,12 @@ class Warpgroup:
         self.write(name, values)
 
     def __contains__(self, name) -> bool:
-        return name in self._regs
+        return name in self._file
 
     @property
     def registers(self) -> dict[str, int]:
         """Every register's name and width in bits (1 for predicates)."""
-        return {name: _width(arr) for name, arr in self._regs.items()}
+        return self._file.widths()
 
     # ------------------------------------------------------------------ shared memory
 
@@ -386,37 +378,38 @@ class Warpgroup:
     # ------------------------------------------------------------------ register helpers
 
     def _check_width(self, name: str, bits: int) -> None:
-        if name in self._regs and _width(self._regs[name]) != bits:
-            raise OperandError(
-                f"register {name} is {_width_text(_width(self._regs[name]))}, not {_width_text(bits)}")
+        width = self._file.width(name)
+        if width is not None and width != bits:
+            raise OperandError(f"register {name} is {_width_text(width)}, not {_width_text(bits)}")
 
     def _write_width(self, names, values, bits) -> int:
-        widths = {_width(self._regs[n]) for n in names if n in self._regs}
+        where = self._file.locate(tuple(names))
+        widths = {where[0]} if where is not None else {self._file.width(n) for n in names} - {None}
         if bits is not None:
             _register_dtype(bits)
             widths.add(int(bits))
         if not widths:
             widths.add(_width_of_values(values, names[0]))
         if len(widths) > 1:
-            found = ", ".join(f"{n}: {_width_text(_width(self._regs[n]))}" for n in names if n in self._regs)
+            found = ", ".join(f"{n}: {_width_text(self._file.width(n))}" for n in names if n in self._file)
             raise OperandError(f"cannot write registers of different widths together ({found}"
                                f"{', bits=' + str(bits) if bits is not None else ''})")
         return widths.pop()
 
     def _gather(self, names, original, dtype) -> np.ndarray:
-        missing = [n for n in names if n not in self._regs]
-        if missing:
-            raise OperandError(f"register {missing[0]} does not exist (declare or write it first)")
-        widths = {_width(self._regs[n]) for n in names}
-        if len(widths) > 1:
+        where = self._file.locate(tuple(names))
+        if where is None:
+            missing = [n for n in names if n not in self._file]
+            if missing:
+                raise OperandError(f"register {missing[0]} does not exist (declare or write it first)")
             raise OperandError(f"cannot read registers of different widths together: {', '.join(names)}")
-        if isinstance(original, str):
-            out = self._regs[names[0]].copy()
-        elif self._block is not None and tuple(names) == self._block[0]:  # all from one completion
-            out = self._block[2].T.copy()
-        else:
-            out = _stack(self._regs[n] for n in names)
+        out = self._file.get(where)
+        out = out[:, 0].copy() if isinstance(original, str) else out.copy()
         return out if dtype is None else _view(out, dtype)
+
+    def _values(self, name: str) -> np.ndarray:
+        """Register ``name``'s 128 values (a view: read, never kept)."""
+        return self._file.get(self._file.locate((name,)))[:, 0]
 
     def _check_thread_access(self, names, how: str) -> None:
         if not self.strict:
@@ -482,13 +475,15 @@ class Warpgroup:
         return names, None
 
     def _require(self, names, bits: int, what: str) -> None:
-        dtype = REGISTER_DTYPES[bits]
+        where = self._file.locate(tuple(names))
+        if where is not None and where[0] == bits:
+            return
         for name in names:
-            values = self._regs.get(name)
-            if values is None:
+            width = self._file.width(name)
+            if width is None:
                 raise OperandError(f"operand {what}: register {name} does not exist (declare or write it first)")
-            if values.dtype != dtype:
-                raise OperandError(f"operand {what}: register {name} is {_width_text(_width(values))}, "
+            if width != bits:
+                raise OperandError(f"operand {what}: register {name} is {_width_text(width)}, "
                                    f"expected {_width_text(bits)}")
 
     def _descriptor(self, value, what: str) -> int:
@@ -502,7 +497,7 @@ class Warpgroup:
             return int(value)
         if isinstance(value, str):
             self._require([value], 64, what)
-            return int(self._uniform(value, self._regs[value], what))
+            return int(self._uniform(value, self._values(value), what))
         raise OperandError(f"{what} must be a 64-bit register name, an int or a MatrixDescriptor, got {value!r}")
 
     def _scale_d(self, value) -> bool:
@@ -514,7 +509,7 @@ class Warpgroup:
             return scale_d_flag(value, "a bool (or 0 / 1) or a predicate register name")
         negated, name = value.startswith("!"), value.lstrip("!")
         self._require([name], 1, "scale-d")
-        return bool(self._uniform(name, self._regs[name], "scale-d")) != negated
+        return bool(self._uniform(name, self._values(name), "scale-d")) != negated
 
     def _uniform(self, name: str, values: np.ndarray, what: str):
         if self.strict and not (values == values[0]).all():
@@ -547,11 +542,12 @@ class Warpgroup:
         label = f"wgmma.mma_async #{self._next_seq} ({_inst_name(issue.inst)})"
         if not self._fenced:
             raise HazardError(f"{label} issued with no prior wgmma.fence: {RULE_FENCE_FIRST}")
-        for name in issue.d + issue.a_regs:
-            if name in self._accessed:
-                role = "accumulator (d)" if name in issue.d else "A fragment"
-                raise HazardError(f"{label}: its {role} register {name} was {self._accessed[name]} by a thread "
-                                  f"after the last wgmma.fence: {RULE_FENCE_BETWEEN}")
+        used = issue.d + issue.a_regs
+        if not self._accessed.keys().isdisjoint(used):
+            name = next(name for name in used if name in self._accessed)
+            role = "accumulator (d)" if name in issue.d else "A fragment"
+            raise HazardError(f"{label}: its {role} register {name} was {self._accessed[name]} by a thread "
+                              f"after the last wgmma.fence: {RULE_FENCE_BETWEEN}")
         for record in self.in_flight:
             self._check_against(label, issue, record)
         unfenced = issue.smem_bytes[self._smem_unfenced[issue.smem_bytes]]
@@ -593,44 +589,34 @@ class Warpgroup:
     def _accumulator_input(self, names) -> np.ndarray:
         """C: per register, the latest in-flight result for it, else the register itself.
 
-        Where one wgmma's accumulators are all the newest in-flight values, or all hold what
-        one completion left (a k-loop, chained or waited step by step), C is that block
-        itself: stacking 128 registers one by one took a sixth of an m64n256 issue."""
-        wanted = set(names)
-        for record in reversed(self.in_flight):
+        Where the newest in-flight wgmma on any of them has exactly these accumulators (a
+        chain), C is its result; where none is in flight, the registers' columns."""
+        in_flight = self.in_flight
+        wanted = set(names) if in_flight else ()
+        for record in reversed(in_flight):
             if record.d == names:
                 return record.result
             if not wanted.isdisjoint(record.d):
                 break
         else:
-            if self._block is not None and self._block[0] == names:
-                return self._block[2].T
-        columns = {name: self._regs[name] for name in names}
-        for record in self.in_flight:
+            return self._file.get(self._file.locate(names))
+        out = self._file.get(self._file.locate(names)).copy()
+        column = {name: j for j, name in enumerate(names)}
+        for record in in_flight:
             for j, name in enumerate(record.d):
-                if name in columns:
-                    columns[name] = record.result[:, j]
-        return _stack(columns[name] for name in names)
+                if name in column:
+                    out[:, column[name]] = record.result[:, j]
+        return out
 
     def _compute(self, issue: _Issue) -> np.ndarray:
         source = {"a_desc": issue.a_desc} if issue.a_desc is not None else \
-            {"a_regs": _stack(self._regs[n] for n in issue.a_regs)}
+            {"a_regs": self._file.get(self._file.locate(issue.a_regs))}
         return wgmma.mma_async(issue.inst, self._accumulator_input(issue.d), b_desc=issue.b_desc,
                                smem=self._smem, scale_d=issue.scale_d, image_address=self.smem_address,
                                **source)
 
     def _complete(self, record: InFlight) -> None:
-        rows = record.result.T.copy()  # register j's 128 values contiguous in rows[j]
-        rows.flags.writeable = False
-        for name, values in zip(record.d, rows):
-            self._regs[name] = values
-        self._forget_block(record.d)
-        self._block = (record.d, set(record.d), rows)
-
-    def _forget_block(self, names) -> None:
-        """Registers ``names`` no longer (all) hold what the last completion left."""
-        if self._block is not None and not self._block[1].isdisjoint(names):
-            self._block = None
+        self._file.set(self._file.locate(record.d), record.result)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -643,6 +629,11 @@ def _names(names) -> list[str]:
         raise OperandError(f"register names must be a name or a sequence of names, got {names!r}") from None
     if not items:
         raise OperandError("no register names given")
+    try:
+        if _KNOWN_NAMES.issuperset(items):
+            return items
+    except TypeError:  # an unhashable item: the loop names it
+        pass
     for name in items:
         if isinstance(name, str) and name in _KNOWN_NAMES:
             continue
@@ -654,13 +645,6 @@ def _names(names) -> list[str]:
 
 
 _KNOWN_NAMES: set[str] = set()  # names that passed _NAME_RE: a warpgroup names the same registers again and again
-
-
-def _stack(columns) -> np.ndarray:
-    """Registers side by side, ``[128, n]``, from each one's ``[128]`` values (a third of
-    the time of ``np.stack(..., axis=1)`` for a wgmma's 128 accumulators)."""
-    columns = list(columns)
-    return np.concatenate(columns).reshape(len(columns), -1).T.copy()
 
 
 def _register_dtype(bits) -> np.dtype:
@@ -689,15 +673,17 @@ def _width_of_values(values, name: str) -> int:
     return 1 if arr.dtype == np.bool_ else arr.dtype.itemsize * 8
 
 
-def _columns(values, count: int, single: bool, bits: int) -> list[np.ndarray]:
+def _columns(values, count: int, single: bool, bits: int) -> np.ndarray:
+    """``values`` for ``count`` registers as the register file stores them: ``[128, count]``,
+    or a scalar for every thread and register."""
     arr = _coerce(values, bits)
     if arr.ndim == 0:
-        return [np.full(THREADS, arr, dtype=arr.dtype) for _ in range(count)]
+        return arr
     want = (THREADS,) if single else (THREADS, count)
     if arr.shape != want:
         raise OperandError(f"values for {'one register' if single else f'{count} registers'} must be a scalar "
                            f"or have shape {want}, got {arr.shape}")
-    return [arr.copy()] if single else list(arr.T.copy())  # each register's values contiguous
+    return arr.reshape(THREADS, count)
 
 
 def _coerce(values, bits: int) -> np.ndarray:

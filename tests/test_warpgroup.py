@@ -586,6 +586,42 @@ def test_register_file_widths_and_views():
     assert "%r9" not in wg and "%r2" in wg
 
 
+def test_register_file_growth_order_and_copies(case):
+    """Registers keep their values while hundreds more are created after them; any order of
+    names (reversed, repeated, interleaved with registers created elsewhere) reads and
+    writes the right ones; what a read returns is a copy, never the registers themselves."""
+    wg = Warpgroup(256)
+    values = np.arange(128 * 8, dtype=np.uint32).reshape(128, 8)
+    first = register_names("%r", 8)
+    wg.write(first, values)
+    got = wg.read(first)
+    wg.declare(register_names("%x", 500))
+    wg.write("%r3", 7)
+    np.testing.assert_array_equal(got, values)  # the earlier read did not change
+    values[:, 3] = 7
+    np.testing.assert_array_equal(wg.read(first), values)
+    order = ["%r7", "%x499", "%r0", "%r0", "%x3"]
+    expect = np.stack([values[:, 7], np.zeros(128), values[:, 0], values[:, 0], np.zeros(128)], axis=1)
+    np.testing.assert_array_equal(wg.read(order), expect)
+    wg.read(first)[:, 1] = 99
+    wg.read("%r1")[:] = 99
+    np.testing.assert_array_equal(wg.read("%r1"), values[:, 1])
+    wg.write(first[::-1], values)
+    np.testing.assert_array_equal(wg.read(first), values[:, ::-1])
+
+    # accumulators whose registers were created apart and in another order than d names them
+    wg = make_wg(case)
+    d = D[8:] + D[:8]
+    wg.declare(register_names("%y", 40))
+    wg.fence()
+    wg.mma_async(INST, d=d, a=A_DESC[0], b_desc=B_DESC[0])
+    wg.commit_group()
+    wg.wait_group(0)
+    c = np.concatenate([case["c"][:, 8:], case["c"][:, :8]], axis=1)
+    expect = wgmma.mma_async(INST, c, a_desc=case["a"][0], b_desc=case["b"][0], smem=case["smem"])
+    np.testing.assert_array_equal(wg.read(d), expect)
+
+
 def test_smem_image_and_bounds():
     wg = Warpgroup(b"\x01\x02\x03\x04", smem_address=1024)
     wg.write_smem(1, np.array([0x0605], dtype=np.uint16))
