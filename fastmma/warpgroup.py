@@ -91,7 +91,7 @@ from .formats import as_numpy, byte_image, get_format, is_int
 from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
 from .layout.descriptor import MatrixDescriptor, major_from_trans, operand_footprint
 from .mma import as_instruction, scale_d_flag
-from .register_file import REGISTER_DTYPES, THREADS, RegisterFile
+from .registers import REGISTER_DTYPES, THREADS, RegisterFile
 
 DEFAULT_SMEM_BYTES = 232448
 """227 KiB: the most shared memory one CTA can use on sm_90."""

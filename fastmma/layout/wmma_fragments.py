@@ -55,7 +55,7 @@ only a probe that loads a fragment and then alters one copy before the mma can d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -96,6 +96,15 @@ class FragmentLayout:
     def copies(self) -> int:
         """How many slots of the warp hold each element."""
         return WARP_SIZE * self.slots // (self.rows * self.cols)
+
+    @cached_property
+    def gather(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(source, empty)``: the element each slot packs (0 where none), and a mask of
+        the slots that hold none (None if every slot holds one)."""
+        source = np.maximum(self.index, 0)
+        source.setflags(write=False)
+        empty = self.index < 0
+        return source, (empty if empty.any() else None)
 
 
 def _per_register(elem_type: str) -> int:
@@ -173,29 +182,34 @@ def fragment_layout(matrix: str, shape: str, elem_type: str,
     ``layout`` ("row"/"col", the memory layout of the load or store) is validated; it does not
     change the fragment on sm_90 (see the module docstring).  Cached.
     """
+    key = (matrix, shape, elem_type, layout)
+    try:
+        return _CHECKED[key]
+    except (KeyError, TypeError):  # not asked for yet, or not even hashable: check it
+        pass
     matrix, shape, elem_type = check_operand(matrix, shape, elem_type)
     check_layout(layout)
-    return _build(matrix, shape, elem_type)
+    _CHECKED[key] = found = _build(matrix, shape, elem_type)
+    return found
+
+
+_CHECKED: dict[tuple, FragmentLayout] = {}  # arguments that passed the checks (strings only)
 
 
 def _slots_to_words(vals: np.ndarray, bits: int) -> np.ndarray:
-    if bits == 64:
-        v = vals.astype(np.uint64)
-        pair = np.stack([v & np.uint64(0xFFFFFFFF), v >> np.uint64(32)], axis=-1)
-        return pair.astype(np.uint32).reshape(*vals.shape[:-1], -1)
-    if bits == 32:
-        return vals.astype(np.uint32)
+    """Each lane's slots packed into 32-bit words, slot 0 in the lowest bits: for whole
+    bytes that is the slots' little-endian bytes, viewed as words."""
+    if bits >= 8:
+        return np.ascontiguousarray(vals.astype(f"<u{bits // 8}")).view("<u4").astype(np.uint32, copy=False)
     per = 32 // bits
     v = vals.astype(np.uint32).reshape(*vals.shape[:-1], -1, per)
     return np.bitwise_or.reduce(v << (np.arange(per, dtype=np.uint32) * bits), axis=-1)
 
 
 def _words_to_slots(words: np.ndarray, bits: int) -> np.ndarray:
-    if bits == 64:
-        w = words.astype(np.uint64).reshape(*words.shape[:-1], -1, 2)
-        return w[..., 0] | (w[..., 1] << np.uint64(32))
-    if bits == 32:
-        return words.copy()
+    """The inverse of :func:`_slots_to_words`."""
+    if bits >= 8:
+        return np.ascontiguousarray(words.astype("<u4", copy=False)).view(f"<u{bits // 8}")
     per = 32 // bits
     shifted = words[..., None] >> (np.arange(per, dtype=np.uint32) * bits)
     return (shifted & np.uint32((1 << bits) - 1)).reshape(*words.shape[:-1], -1)
@@ -218,9 +232,10 @@ def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
     if fmt.bits < 8 and bits.size and bits.max() >= (1 << fmt.bits):
         raise OperandError(f"bits of .{fmt.name} must lie in [0, {(1 << fmt.bits) - 1}]; "
                            f"got max {bits.max()}")
-    flat = bits.reshape(*bits.shape[:-2], -1)
-    vals = flat[..., np.maximum(layout.index, 0)]
-    vals = np.where(layout.index >= 0, vals, 0).astype(fmt.storage)
+    source, empty = layout.gather
+    vals = np.take(bits.reshape(*bits.shape[:-2], -1), source, axis=-1)
+    if empty is not None:
+        vals[..., empty] = 0
     return _slots_to_words(vals, fmt.bits)
 
 
@@ -238,5 +253,5 @@ def unpack_fragment(words: np.ndarray, layout: FragmentLayout) -> np.ndarray:
         )
     fmt = get_format(layout.elem_type)
     slots = _words_to_slots(words, fmt.bits).reshape(*words.shape[:-2], -1)
-    elems = slots[..., layout.first].astype(fmt.storage)
+    elems = np.take(slots, layout.first, axis=-1).astype(fmt.storage, copy=False)
     return elems.reshape(*words.shape[:-2], layout.rows, layout.cols)
