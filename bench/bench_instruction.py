@@ -2,9 +2,10 @@
 
 Run:  python -m pytest bench/bench_instruction.py -q
 
-A simulator calls fastmma once per ``wgmma.mma_async`` its warps issue, so what it pays is
-the whole call: parsing, descriptors read against the shared-memory image, register
-fragments unpacked and packed, the kernel.  Each case times one instruction by three paths:
+A simulator calls fastmma once per ``wgmma.mma_async`` (or ``wmma.mma``) its warps issue,
+so what it pays is the whole call: parsing, descriptors read against the shared-memory
+image, register fragments unpacked and packed, the kernel.  Each wgmma case times one
+instruction by three paths:
 
 * ``wgmma.mma_async``: the register-level entry point (accumulator registers, A and B by
   128B-swizzled matrix descriptors into a shared-memory image);
@@ -12,6 +13,9 @@ fragments unpacked and packed, the kernel.  Each case times one instruction by t
   warpgroup's register file, with the hazard checks of strict mode, as one step of a k-loop
   (the accumulators stay in the register file from one call to the next);
 * ``fastmma.mma``: the same instruction on logical matrices.
+
+Each wmma case times ``fastmma.wmma.mma`` on a warp's A, B and C fragments (D's fragment
+out) and ``fastmma.mma`` on the logical matrices.
 
 Beside each, in the same run: numpy's float32 ``A @ B`` of the same tile (not bit-exact, a
 floor no emulator reaches: the ratio says how many such products one call costs), and
@@ -33,6 +37,7 @@ import fastmma
 from bench_matmul import keep_freed_memory
 from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.wgmma_fragments import pack_d, unpack_d
+from fastmma.layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
 from fastmma.warpgroup import register_names
 
 try:
@@ -54,20 +59,33 @@ CASES = {
     "m64n128k32.s32.s8.s8": (np.int8, None, np.int32),
 }
 PATHS = ("wgmma.mma_async", "Warpgroup", "fastmma.mma")
+#: wmma.mma text -> (A/B numpy dtype, accumulator dtype)
+WMMA_CASES = {
+    "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32": (np.float16, np.float32),
+    "wmma.mma.sync.aligned.row.col.m16n16k16.f32.bf16.bf16.f32": (ml_dtypes.bfloat16, np.float32),
+    "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32": (np.float32, np.float32),
+    "wmma.mma.sync.aligned.row.col.m16n16k16.s32.s8.s8.s32": (np.int8, np.int32),
+    "wmma.mma.sync.aligned.row.col.m8n8k4.rn.f64.f64.f64.f64": (np.float64, np.float64),
+}
+WMMA_PATHS = ("wmma.mma", "fastmma.mma")
 SMEM_BYTES = 48 * 1024
 A_AT, B_AT = 0, 8192  # 64 rows of 128 bytes for A, then B's rows
 
 
 def _operands(short):
     dtype, _, acc = CASES[short]
-    shape = fastmma.parse("wgmma.mma_async.sync.aligned." + short).shape
-    n, k = shape.n, shape.k
+    return _random(fastmma.parse("wgmma.mma_async.sync.aligned." + short).shape, dtype, acc)
+
+
+def _random(shape, dtype, acc):
+    """Random A (M x K), B (K x N) of ``dtype`` and C (M x N) of ``acc``."""
+    m, n, k = shape.m, shape.n, shape.k
     rng = np.random.default_rng(0)
     if np.dtype(dtype).kind == "i":
-        A, B = (rng.integers(-128, 128, size=s).astype(dtype) for s in ((64, k), (k, n)))
+        A, B = (rng.integers(-128, 128, size=s).astype(dtype) for s in ((m, k), (k, n)))
     else:
-        A, B = (rng.standard_normal(s).astype(dtype) for s in ((64, k), (k, n)))
-    C = rng.standard_normal((64, n)).astype(acc) if acc == np.float32 else rng.integers(-999, 999, (64, n), acc)
+        A, B = (rng.standard_normal(s).astype(dtype) for s in ((m, k), (k, n)))
+    C = rng.standard_normal((m, n)).astype(acc) if np.dtype(acc).kind == "f" else rng.integers(-999, 999, (m, n), acc)
     return A, B, C
 
 
@@ -146,3 +164,35 @@ def test_one_instruction(benchmark, record_instruction, short, path):
         assert np.array_equal(theirs.numpy().view(np.uint32), expect)
         mmasim_s = _best_seconds(lambda: sim(*args, torch.from_numpy(C)), 20)
     record_instruction(short, path, benchmark.stats.stats.min, numpy_s, mmasim_s)
+
+
+def _fragment(inst, matrix, values, elem_type):
+    """The warp's fragment of ``matrix`` holding ``values``."""
+    layout = fragment_layout(matrix, str(inst.shape), elem_type)
+    return pack_fragment(np.ascontiguousarray(values).view(_bits_dtype(values)), layout)
+
+
+def _bits_dtype(values):
+    """The unsigned integer dtype of ``values``' bits (fragments take raw element bits)."""
+    return np.dtype(f"u{np.dtype(values.dtype).itemsize}")
+
+
+@pytest.mark.parametrize("path", WMMA_PATHS)
+@pytest.mark.parametrize("text", list(WMMA_CASES))
+def test_one_wmma(benchmark, record_instruction, text, path):
+    inst = fastmma.parse(text)
+    A, B, C = _random(inst.shape, *WMMA_CASES[text])
+    expect = fastmma.mma(inst, A, B, C)
+    d_layout = fragment_layout("d", str(inst.shape), inst.dtype)
+    if path == "wmma.mma":
+        a, b, c = (_fragment(inst, x, v, t) for x, v, t in (("a", A, inst.atype), ("b", B, inst.btype),
+                                                              ("c", C, inst.ctype)))
+        call = lambda: fastmma.wmma.mma(inst, a, b, c)  # noqa: E731
+        assert np.array_equal(unpack_fragment(call(), d_layout), expect.view(_bits_dtype(expect)))
+    else:
+        call = lambda: fastmma.mma(inst, A, B, C)  # noqa: E731
+    benchmark.pedantic(call, rounds=50, iterations=1, warmup_rounds=3)
+    a32, b32 = A.astype(np.float32), B.astype(np.float32)
+    numpy_s = _best_seconds(lambda: a32 @ b32, 200)
+    short = f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
+    record_instruction(short, path, benchmark.stats.stats.min, numpy_s, None)
