@@ -186,6 +186,7 @@ class Warpgroup:
         self.smem_address = _check_smem_address(smem_address)
         self._smem = _smem_image(smem)
         self._smem_unfenced = np.zeros(self._smem.size, dtype=bool)
+        self._any_unfenced = False  # whether _smem_unfenced holds any True
         self._file = RegisterFile()
         self._accessed: dict[str, str] = {}  # register -> "read"/"written" by a thread since the last fence
         self._fenced = False
@@ -280,6 +281,7 @@ class Warpgroup:
             self._check_smem_write(start, raw.size)
         self._smem[start:start + raw.size] = raw
         self._smem_unfenced[start:start + raw.size] = True
+        self._any_unfenced = raw.size > 0 or self._any_unfenced
 
     def read_smem(self, offset: int, nbytes: int) -> np.ndarray:
         """A copy of ``nbytes`` image bytes from ``offset`` (``uint8``)."""
@@ -288,7 +290,9 @@ class Warpgroup:
 
     def fence_proxy_async(self) -> None:
         """``fence.proxy.async``: earlier shared-memory writes become visible to wgmma."""
-        self._smem_unfenced[:] = False
+        if self._any_unfenced:
+            self._smem_unfenced[:] = False
+            self._any_unfenced = False
 
     # ------------------------------------------------------------------ wgmma
 
@@ -550,8 +554,8 @@ class Warpgroup:
                               f"after the last wgmma.fence: {RULE_FENCE_BETWEEN}")
         for record in self.in_flight:
             self._check_against(label, issue, record)
-        unfenced = issue.smem_bytes[self._smem_unfenced[issue.smem_bytes]]
-        if unfenced.size:
+        unfenced = issue.smem_bytes[self._smem_unfenced[issue.smem_bytes]] if self._any_unfenced else ()
+        if len(unfenced):
             raise HazardError(f"{label} reads shared memory at image byte {int(unfenced[0])} (shared address "
                               f"{self.smem_address + int(unfenced[0]):#x}), written with no fence.proxy.async "
                               f"since: {RULE_PROXY}")
