@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fastmma
 from fastmma import wgmma, wmma
-from fastmma.errors import FastmmaError
+from fastmma.errors import FastmmaError, OperandError
 from fastmma.isa import tables
 
 EXAMPLES = int(os.environ.get("FASTMMA_FUZZ_EXAMPLES", "150"))
@@ -200,3 +200,52 @@ def test_kernels_under_numba_boundscheck(tmp_path):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3000)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
+
+
+_REG_POOL = [f"%r{i}" for i in range(6)] + [f"%rd{i}" for i in range(3)] + ["p0", "p1"]
+_REG_OPS = st.lists(st.tuples(st.sampled_from(["declare", "write", "write_inferred", "read"]),
+                              st.lists(st.sampled_from(_REG_POOL), min_size=1, max_size=5),
+                              st.sampled_from([1, 32, 64]), st.integers(0, 2**32 - 1)),
+                    max_size=25)
+
+
+@FUZZ
+@given(_REG_OPS)
+def test_warpgroup_registers_against_a_dict(ops):
+    """Random declares, writes and reads (names repeated, widths mixed, registers created in
+    any order) on a Warpgroup's register file and on a plain dict of per-register arrays:
+    the same values come back, and the same operations fail, changing nothing."""
+    wg = fastmma.Warpgroup(64)
+    model = {}  # name -> (bits, values[128])
+    dtypes = {1: np.bool_, 32: np.uint32, 64: np.uint64}
+    for op, names, bits, seed in ops:
+        rng = np.random.default_rng(seed)
+        known = {model[n][0] for n in names if n in model}
+        if op == "read":
+            if any(n not in model for n in names) or len(known) > 1:
+                with pytest.raises(OperandError):
+                    wg.read(names)
+            else:
+                np.testing.assert_array_equal(wg.read(names), np.stack([model[n][1] for n in names], axis=1))
+            continue
+        if op == "write_inferred" and len(known) == 1:
+            bits = known.pop()  # without bits=, the values take the registers' own width
+        if known - {bits}:
+            with pytest.raises(OperandError):
+                if op == "declare":
+                    wg.declare(names, bits)
+                else:
+                    wg.write(names, np.zeros((128, len(names)), dtypes[bits]), bits=None if op == "write_inferred" else bits)
+        elif op == "declare":
+            wg.declare(names, bits)
+            for n in names:
+                model.setdefault(n, (bits, np.zeros(128, dtypes[bits])))
+        else:
+            values = (rng.integers(0, 2, (128, len(names))) > 0 if bits == 1
+                      else rng.integers(0, 2**bits, (128, len(names)), dtype=dtypes[bits]))
+            wg.write(names, values, bits=None if op == "write_inferred" else bits)
+            for j, n in enumerate(names):
+                model[n] = (bits, values[:, j].copy())
+    assert wg.registers == {n: b for n, (b, _) in model.items()}
+    for n, (b, v) in model.items():
+        np.testing.assert_array_equal(wg.read(n), v)
