@@ -47,9 +47,10 @@ content needs, and the rest repeat it: register ``i`` holds a copy of register `
 U = 4 for m16n16k16 A and B, U = 2 for m32n8k16 B and m8n32k16 A (each element twice or four
 times, in the same lane).  ``.bf16``, integer and every other fragment hold each element once.
 :func:`pack_fragment` writes every copy, as ``wmma.load`` does.  :func:`unpack_fragment`
-reads the first copy (lowest register of the lane) of each element: the recordings cannot tell
-which copy the hardware's ``wmma.mma`` reads, since ``wmma.load`` always writes equal copies;
-only a probe that loads a fragment and then alters one copy before the mma can decide.
+reads the first copy (lowest register of the lane) of each element, as the H100's ``wmma.mma``
+does: the probe ``tests/golden/probes/q3_fragment_copies`` loads a fragment, alters the copies
+in registers ``r >= U`` before the mma, and the result never changes (``wmma.load`` alone,
+writing equal copies, could not tell).
 """
 
 from __future__ import annotations
