@@ -99,6 +99,33 @@ def test_block_sizes_split_k_evenly_in_whole_groups():
     assert _block_sizes((2048, 256, 7), 100, 64, 16) == (64, 256, 8)  # rows in whole 4-row blocks
 
 
+def test_block_sizes_give_every_thread_rows():
+    # the blocks of rows are the threads' share: M over the threads where that is below blocks[2]
+    assert _block_sizes((2048, 256, 64), 64, 16, 16, 2) == (16, 256, 32)  # one m64 instruction, two cores
+    assert _block_sizes((2048, 256, 64), 66, 16, 16, 2) == (16, 256, 36)  # 33 rows each, in 4-row blocks
+    assert _block_sizes((2048, 256, 64), 16, 16, 16, 8) == (16, 256, 4)  # no block below 4 rows
+    assert _block_sizes((2048, 256, 64), 2048, 16, 16, 8) == (16, 256, 64)  # blocks[2] where M is large
+    assert _block_sizes((2048, 256, 64), 100, 16, 16, 0) == _block_sizes((2048, 256, 64), 100, 16, 16)
+
+
+def test_few_rows_are_shared_among_threads(monkeypatch):
+    """A GEMM of 64 rows on two threads runs two blocks of rows (the kernels' prange), each
+    the reference's bits."""
+    from fastmma.kernels import fused_gemm as fg
+
+    seen = []
+    real = fg._block_sizes.__wrapped__
+    monkeypatch.setattr(fg, "_block_sizes", lambda *args: seen.append(real(*args)) or seen[-1])
+    monkeypatch.setattr(fg, "get_num_threads", lambda: 2)
+    rng = np.random.default_rng(5)
+    a = random_bits(rng, "f16", (64, 32), "wide")
+    b = random_bits(rng, "f16", (32, 40), "wide")
+    c = random_bits(rng, "f32", (64, 40), "wide")
+    got, ref = run(INSTRUCTIONS[0], a, b, c)
+    assert seen and seen[-1][2] == 32
+    assert np.array_equal(got, ref)
+
+
 def test_k_must_be_a_multiple_of_the_group():
     rng = np.random.default_rng(3)
     a = random_bits(rng, "f16", (4, 24), "narrow")

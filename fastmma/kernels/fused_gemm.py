@@ -57,7 +57,8 @@ that overflows to infinity from finite inputs stays infinite (finite products ca
 it).
 
 Blocking: for each N-block of ``NB`` columns and K-block of ``KB``, a decoded B panel is
-shared by the threads, which take blocks of ``MB`` rows of A.  A is decoded once, already
+shared by the threads, which take blocks of ``MB`` rows of A (64, or fewer where M would
+leave a thread without a block: :func:`_block_sizes`).  A is decoded once, already
 packed block by block and group by group (:func:`decode_packed`: a group's A values for all
 rows of a block are contiguous); packing it per N-block instead read all of A from memory
 once per N-block, up to a quarter of the kernel's time for fp8 at 2048^3.  For each group the
@@ -81,7 +82,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
@@ -1223,17 +1224,20 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
 
 
 @functools.lru_cache(maxsize=256)
-def _block_sizes(blocks, m, kk, group) -> tuple[int, int, int]:
+def _block_sizes(blocks, m, kk, group, threads=1) -> tuple[int, int, int]:
     """``(KB, NB, MB)`` for a GEMM of M = ``m`` and K = ``kk`` (a multiple of ``group``):
     the K-blocks are the fewest of at most ``blocks[0]`` terms, of equal length in whole
     groups (but the last, which may be shorter), and a block of rows is no taller than M
     rounded up to a whole number of :data:`.register_blocks.ROWS` (as :func:`_rows_fma`
-    takes them), which ``blocks[2]`` is rounded up to as well."""
+    takes them), which ``blocks[2]`` is rounded up to as well.  The blocks of rows are
+    what the kernels share among ``threads``: a block is no taller than M over ``threads``
+    (rounded up likewise), so that a GEMM of few rows (M = 64 on two cores, for one
+    instruction's tile) still keeps every thread busy."""
     kb_max, nb, mb = blocks
     kb_max = max(group, min(kb_max, kk) // group * group)
     nkb = max(1, -(-kk // kb_max))
     kb = max(group, -(-kk // (nkb * group)) * group)
-    return kb, nb, -(-max(1, min(mb, m)) // ROWS) * ROWS
+    return kb, nb, -(-max(1, min(mb, -(-m // max(1, threads)))) // ROWS) * ROWS
 
 
 def _pad_rows(packed, m):
@@ -1399,7 +1403,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         lc = None
     if fma and lc is None:
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
-    KB, NB, MB = _block_sizes(blocks, m, kk, rule.group)
+    KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
     a_val, a_exp, a_low = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype,
                                         np.uint32, low_rows=lc is not None)
     a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp, a_low,
