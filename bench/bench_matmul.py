@@ -35,6 +35,10 @@ CASES = {
 #: loop there would show here, not at the cubes above
 RAGGED = [(1000, 1000, 1000), (1024, 1024, 96)]
 
+#: M x K x N shapes of few rows (a batch of 64 or 16 vectors against a weight matrix): the
+#: threads share the output by blocks of rows, and these show whether every thread has one
+FEW_ROWS = [(64, 2048, 4096), (16, 2048, 4096)]
+
 
 def operands(dtype, shape, seed=0):
     """Random A (M x K) and B (K x N) of ``dtype`` for ``shape = (M, K, N)``."""
@@ -79,6 +83,13 @@ def bench_matmul(benchmark, record_ratio, case, size):
 @pytest.mark.parametrize("case", list(CASES))
 def bench_matmul_ragged(benchmark, record_ratio, case, shape):
     """:func:`bench_matmul` on the shapes of :data:`RAGGED`."""
+    _beside_numpy(benchmark, record_ratio, case, shape, "x".join(map(str, shape)), 7)
+
+
+@pytest.mark.parametrize("shape", FEW_ROWS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("case", list(CASES))
+def bench_matmul_few_rows(benchmark, record_ratio, case, shape):
+    """:func:`bench_matmul` on the shapes of :data:`FEW_ROWS`."""
     _beside_numpy(benchmark, record_ratio, case, shape, "x".join(map(str, shape)), 7)
 
 
