@@ -21,3 +21,31 @@ def register_file(values, threads: int, words: int, name: str) -> np.ndarray:
     if arr.shape != (threads, words):
         raise OperandError(f"{name} must have shape ({threads}, {words}) for this instruction, got {arr.shape}")
     return np.ascontiguousarray(arr).view(np.uint32)
+
+
+def slots_to_words(slots: np.ndarray, bits: int) -> np.ndarray:
+    """Registers ``uint32[..., W]`` from each thread's element slots ``[..., W * 32 / bits]``
+    (one ``bits``-wide element each): slot 0 in the lowest bits of word 0, as the fragments
+    of wmma and wgmma pack them.  Whole bytes are the slots' little-endian bytes viewed as
+    words, single bits are packed little-endian, 4-bit elements shifted into place."""
+    if bits >= 8:
+        words = slots.astype(f"<u{bits // 8}", copy=False)
+    elif bits == 1:
+        words = np.packbits(slots.astype(np.uint8), axis=-1, bitorder="little")
+    else:
+        per = 32 // bits
+        v = slots.astype(np.uint32).reshape(*slots.shape[:-1], -1, per)
+        return np.bitwise_or.reduce(v << (np.arange(per, dtype=np.uint32) * bits), axis=-1)
+    return np.ascontiguousarray(words).view("<u4").astype(np.uint32, copy=False)
+
+
+def words_to_slots(words: np.ndarray, bits: int) -> np.ndarray:
+    """The inverse of :func:`slots_to_words`: each thread's ``bits``-wide slots, unsigned."""
+    words = np.ascontiguousarray(words.astype("<u4", copy=False))
+    if bits >= 8:
+        return words.view(f"<u{bits // 8}")
+    if bits == 1:
+        return np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
+    per = 32 // bits
+    shifted = words[..., None] >> (np.arange(per, dtype=np.uint32) * bits)
+    return (shifted & np.uint32((1 << bits) - 1)).reshape(*words.shape[:-1], -1)

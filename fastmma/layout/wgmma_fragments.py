@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import OperandError
 from ..formats import Format, as_numpy, get_format, to_bits
+from . import slots_to_words, words_to_slots
 
 THREADS = 128
 M = 64
@@ -148,28 +149,15 @@ def _slots(kind: str, key) -> tuple[np.ndarray, np.ndarray]:
     return index, inverse
 
 
-def _word(nbits: int) -> np.dtype:
-    return np.dtype(f"<u{nbits // 8}")
-
-
 def _pack(bits: np.ndarray, index: np.ndarray, nbits: int) -> np.ndarray:
     """Registers ``uint32[..., 128, R]`` from element bits ``[..., M, cols]``."""
     flat = bits.reshape(bits.shape[:-2] + (-1,))
-    slots = np.take(flat, index, axis=-1)  # [..., 128, R * E]; faster than flat[..., index]
-    if nbits == 1:
-        words = np.packbits(slots.astype(np.uint8), axis=-1, bitorder="little")
-    else:
-        words = slots.astype(_word(nbits), copy=False)
-    return np.ascontiguousarray(words).view("<u4").astype(np.uint32, copy=False)
+    return slots_to_words(np.take(flat, index, axis=-1), nbits)  # np.take: faster than flat[..., index]
 
 
 def _unpack(regs: np.ndarray, inverse: np.ndarray, nbits: int, cols: int, dtype) -> np.ndarray:
     """Element bits ``[..., M, cols]`` (``dtype``) held in registers ``[..., 128, R]``."""
-    words = np.ascontiguousarray(regs.astype("<u4", copy=False))
-    if nbits == 1:
-        slots = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
-    else:
-        slots = words.view(_word(nbits))
+    slots = words_to_slots(regs, nbits)
     flat = np.take(slots.reshape(regs.shape[:-2] + (-1,)), inverse, axis=-1)
     return flat.reshape(regs.shape[:-2] + (M, cols)).astype(dtype, copy=False)
 

@@ -62,6 +62,7 @@ import numpy as np
 
 from ..errors import OperandError
 from ..formats import as_numpy, get_format
+from . import slots_to_words, words_to_slots
 from .wmma_memory import SHAPES, check_layout, check_operand, fragment_registers, matrix_dims
 
 WARP_SIZE = 32
@@ -197,25 +198,6 @@ def fragment_layout(matrix: str, shape: str, elem_type: str,
 _CHECKED: dict[tuple, FragmentLayout] = {}  # arguments that passed the checks (strings only)
 
 
-def _slots_to_words(vals: np.ndarray, bits: int) -> np.ndarray:
-    """Each lane's slots packed into 32-bit words, slot 0 in the lowest bits: for whole
-    bytes that is the slots' little-endian bytes, viewed as words."""
-    if bits >= 8:
-        return np.ascontiguousarray(vals.astype(f"<u{bits // 8}")).view("<u4").astype(np.uint32, copy=False)
-    per = 32 // bits
-    v = vals.astype(np.uint32).reshape(*vals.shape[:-1], -1, per)
-    return np.bitwise_or.reduce(v << (np.arange(per, dtype=np.uint32) * bits), axis=-1)
-
-
-def _words_to_slots(words: np.ndarray, bits: int) -> np.ndarray:
-    """The inverse of :func:`_slots_to_words`."""
-    if bits >= 8:
-        return np.ascontiguousarray(words.astype("<u4", copy=False)).view(f"<u{bits // 8}")
-    per = 32 // bits
-    shifted = words[..., None] >> (np.arange(per, dtype=np.uint32) * bits)
-    return (shifted & np.uint32((1 << bits) - 1)).reshape(*words.shape[:-1], -1)
-
-
 def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
     """The registers ``wmma.load`` fills: uint32 [..., 32, words] from bits [..., rows, cols].
 
@@ -237,7 +219,7 @@ def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
     vals = np.take(bits.reshape(*bits.shape[:-2], -1), source, axis=-1)
     if empty is not None:
         vals[..., empty] = 0
-    return _slots_to_words(vals, fmt.bits)
+    return slots_to_words(vals, fmt.bits)
 
 
 def unpack_fragment(words: np.ndarray, layout: FragmentLayout) -> np.ndarray:
@@ -253,6 +235,6 @@ def unpack_fragment(words: np.ndarray, layout: FragmentLayout) -> np.ndarray:
             f".{layout.shape}, .{layout.elem_type}); got dtype {words.dtype}, shape {words.shape}"
         )
     fmt = get_format(layout.elem_type)
-    slots = _words_to_slots(words, fmt.bits).reshape(*words.shape[:-2], -1)
+    slots = words_to_slots(words, fmt.bits).reshape(*words.shape[:-2], -1)
     elems = np.take(slots, layout.first, axis=-1).astype(fmt.storage, copy=False)
     return elems.reshape(*words.shape[:-2], layout.rows, layout.cols)
