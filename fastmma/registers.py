@@ -1,4 +1,4 @@
-"""Named per-thread registers of one warpgroup, stored as the hardware holds them.
+"""Named per-thread registers of one warpgroup, stored as blocks of columns.
 
 A register holds one value in each of the 128 threads: 32 bits, 64 bits (e.g. a matrix
 descriptor) or a predicate.  The file keeps one bank per width, ``[128, capacity]`` (a
