@@ -35,6 +35,7 @@ import pytest
 
 import fastmma
 from bench_matmul import keep_freed_memory
+from fastmma.formats import to_bits
 from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.wgmma_fragments import pack_d, unpack_d
 from fastmma.layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
@@ -168,13 +169,7 @@ def test_one_instruction(benchmark, record_instruction, short, path):
 
 def _fragment(inst, matrix, values, elem_type):
     """The warp's fragment of ``matrix`` holding ``values``."""
-    layout = fragment_layout(matrix, str(inst.shape), elem_type)
-    return pack_fragment(np.ascontiguousarray(values).view(_bits_dtype(values)), layout)
-
-
-def _bits_dtype(values):
-    """The unsigned integer dtype of ``values``' bits (fragments take raw element bits)."""
-    return np.dtype(f"u{np.dtype(values.dtype).itemsize}")
+    return pack_fragment(to_bits(values, elem_type), fragment_layout(matrix, str(inst.shape), elem_type))
 
 
 @pytest.mark.parametrize("path", WMMA_PATHS)
@@ -188,7 +183,7 @@ def test_one_wmma(benchmark, record_instruction, text, path):
         a, b, c = (_fragment(inst, x, v, t) for x, v, t in (("a", A, inst.atype), ("b", B, inst.btype),
                                                               ("c", C, inst.ctype)))
         call = lambda: fastmma.wmma.mma(inst, a, b, c)  # noqa: E731
-        assert np.array_equal(unpack_fragment(call(), d_layout), expect.view(_bits_dtype(expect)))
+        assert np.array_equal(unpack_fragment(call(), d_layout), to_bits(expect, inst.dtype))
     else:
         call = lambda: fastmma.mma(inst, A, B, C)  # noqa: E731
     benchmark.pedantic(call, rounds=50, iterations=1, warmup_rounds=3)
