@@ -6,6 +6,7 @@ Errors of fastmma's own print as one line on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import sys
@@ -66,7 +67,8 @@ def _reference(inst, A, B, C):
     if inst.atype in ("s8", "u8", "s4", "u4", "b1"):
         if inst.atype == "b1":
             a, b = A.astype(np.int64), B.astype(np.int64)
-            prod = (a[:, :, None] ^ b[None] if inst.op == "xor" else a[:, :, None] & b[None]).sum(axis=1)
+            a, b = a[..., :, :, None], b[..., None, :, :]  # (M, K, 1) against (1, K, N), stacks too
+            prod = (a ^ b if inst.op == "xor" else a & b).sum(axis=-2)
         else:
             prod = A.astype(np.int64) @ B.astype(np.int64)
         return prod + (0 if C is None else C.astype(np.int64))
@@ -95,12 +97,13 @@ def _cmd_gemm(args) -> int:
         A, B = _random_operand(rng, fa, (m, k)), _random_operand(rng, fb, (k, n))
         C = _random_operand(rng, fc, (m, n)) if args.with_c else None
         source = f"random inputs (standard normal / full-range integers), seed {args.seed}"
-    M, K = A.shape if A.ndim == 2 else (0, 0)
-    N = B.shape[1] if B.ndim == 2 else 0
+    M, K = A.shape[-2:] if A.ndim >= 2 else (0, 0)
+    N = B.shape[-1] if B.ndim >= 2 else 0
+    stack = _stack_shape(A, B, C)
     out = sys.stdout
     print(f"instruction: {inst}", file=out)
-    print(f"shape: M={M} N={N} K={K}; {source}", file=out)
-    macs = M * N * K
+    print(f"shape: M={M} N={N} K={K}{f', a stack of {stack}' if stack else ''}; {source}", file=out)
+    macs = M * N * K * math.prod(stack)
     bar = None
     if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
         bar = ProgressBar(sys.stderr)
@@ -161,7 +164,10 @@ def _warm_up(inst, A, B, C, out):
     from .gemm import matmul
     from .kernels import FAST_KERNEL_MIN_MACS
 
-    if A.ndim != 2 or B.ndim != 2 or A.shape[0] * A.shape[1] * B.shape[1] < FAST_KERNEL_MIN_MACS:
+    if any(x.ndim < 2 or 0 in x.shape[:-2] for x in (A, B, C) if x is not None):
+        return  # matmul refuses them, or has no GEMM to run
+    A, B, C = (None if x is None else x[(0,) * (x.ndim - 2)] for x in (A, B, C))  # a stack's first matrices
+    if A.shape[0] * A.shape[1] * B.shape[1] < FAST_KERNEL_MIN_MACS:
         return
     m, k, n = min(A.shape[0], 64), min(A.shape[1], 512), min(B.shape[1], 512)
     t0 = time.perf_counter()
@@ -169,6 +175,15 @@ def _warm_up(inst, A, B, C, out):
     dt = time.perf_counter() - t0
     how = "compiled (once: numba caches them on disk)" if dt > 2.0 else "loaded from numba's cache"
     print(f"kernels: {how} in {dt:.1f} s", file=out)
+
+
+def _stack_shape(A, B, C) -> tuple[int, ...]:
+    """The batch dimensions of a stack of GEMMs (``()`` for one, or where matmul will refuse
+    the shapes and say why)."""
+    try:
+        return tuple(np.broadcast_shapes(*(x.shape[:-2] for x in (A, B, C) if x is not None)))
+    except ValueError:
+        return ()
 
 
 def _report_error(inst, A, B, C, D, out):

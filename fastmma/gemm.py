@@ -8,6 +8,7 @@ the end, as a kernel's out-of-bounds fill would pad it (zero terms take part in 
 hardware's alignment: see :class:`fastmma.isa.numerics.FusedDotRule`).  For the wmma forms
 whose C and D types differ (``.f16.f32``, ``.f32.f16``), the first step reads C in its type
 and later steps read the accumulator in D's type, as the loop's accumulator fragment holds it.
+Stacks of matrices broadcast as in ``numpy.matmul``, each matrix its own GEMM.
 
 The k-loop runs through :func:`fastmma.kernels.execute`, the same function every single
 instruction uses, so the recorded hardware cases exercise the very kernels a GEMM runs.
@@ -63,12 +64,12 @@ def _resolve_text(text: str):
     raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
 
 
-def _operand(x, fmt_name: str, name: str, ndim_shape=None) -> np.ndarray:
+def _operand(x, fmt_name: str, name: str) -> np.ndarray:
+    """The raw bits of an operand: a matrix, or a stack of matrices (batch dimensions first)."""
     arr = as_numpy(x, name)
-    if arr.ndim != 2:
-        raise OperandError(f"{name} must be a 2-D matrix, got shape {arr.shape}")
-    if ndim_shape is not None and arr.shape != ndim_shape:
-        raise OperandError(f"{name} must have shape {ndim_shape}, got {arr.shape}")
+    if arr.ndim < 2:
+        raise OperandError(f"{name} must be a 2-D matrix or a stack of matrices (..., rows, columns), got shape "
+                           f"{arr.shape}; a vector is a 1 x K or K x 1 matrix")
     return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
 
 
@@ -88,25 +89,96 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     ``A`` (M, K) and ``B`` (K, N) hold the instruction's input types (numpy / ml_dtypes
     arrays, torch tensors, any strides), ``C`` (M, N) its accumulator type or None.  The
     instruction's immediates apply (imm-scale-a/b = -1 negate A/B).  Returns a new (M, N)
-    array of the accumulator type.  ``progress(done, total)``, if given, is called as blocks
-    of columns complete (the CLI's progress bar); the numbers do not depend on it.
+    array of the accumulator type.
+
+    Stacks of matrices multiply as in ``numpy.matmul``: ``A`` (..., M, K), ``B`` (..., K, N)
+    and ``C`` (..., M, N) have their leading (batch) dimensions broadcast together, and D is
+    (batch..., M, N); each matrix of the stack is its own GEMM, bit for bit what the 2-D call
+    on that matrix gives.  Operands need at least two dimensions (a vector is a 1 x K or
+    K x 1 matrix).
+
+    ``progress(done, total)``, if given, is called as blocks of the output complete (the
+    CLI's progress bar), ``done`` rising to ``total``; the numbers do not depend on it.
     """
     inst = resolve_instruction(instruction)
     checked_progress(progress)
     a = _operand(A, inst.atype, "A")
     b = _operand(B, inst.btype, "B")
+    m, kk = a.shape[-2:]
+    if b.shape[-2] != kk:
+        raise OperandError(f"A is {m}x{kk} and B is {b.shape[-2]}x{b.shape[-1]}: their K must agree")
+    n = b.shape[-1]
+    c = None if C is None else _operand(C, inst.ctype, "C")
+    if c is not None and c.shape[-2:] != (m, n):
+        raise OperandError(f"C must have shape {(m, n)} (or a stack of such matrices), got {c.shape}")
+    batch = _batch_shape(a, b, c)
+    scales_c = scale_d is None or scale_d_flag(scale_d)  # checked even where there is no C
+    c = c if scales_c else None
+    if not batch:
+        return _matmul_2d(inst, a, b, c, progress)
+    if 0 in batch:
+        return from_bits(np.empty(batch + (m, n), get_format(inst.dtype).storage), inst.dtype)
+    if all(s == 1 for s in b.shape[:-2]):  # one B for the whole stack: A's rows stacked, one GEMM
+        d = _matmul_2d(inst, _rows(a, batch), b.reshape(kk, n), None if c is None else _rows(c, batch), progress)
+        return d.reshape(batch + (m, n))
+    if all(s == 1 for s in a.shape[:-2]):  # one A: B's columns stacked side by side
+        d = _matmul_2d(inst, a.reshape(m, kk), _columns(b, batch), None if c is None else _columns(c, batch),
+                       progress)
+        return np.ascontiguousarray(np.moveaxis(d.reshape((m,) + batch + (n,)), 0, -2))
+    return _stack_loop(inst, a, b, c, batch, progress)
+
+
+def _batch_shape(a, b, c) -> tuple[int, ...]:
+    """The broadcast leading dimensions of the operands (``()`` for plain matrices)."""
+    shapes = [x.shape[:-2] for x in (a, b, c) if x is not None]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        names = ("A", "B", "C")[:len(shapes)]
+        listed = ", ".join(f"{name} {shape}" for name, shape in zip(names, shapes))
+        raise OperandError(f"the batch dimensions (all but the last two) must broadcast together, got {listed}") \
+            from None
+
+
+def _rows(x, batch):
+    """A stack of matrices broadcast to ``batch`` as one matrix: their rows one after another."""
+    return np.broadcast_to(x, batch + x.shape[-2:]).reshape(-1, x.shape[-1])
+
+
+def _columns(x, batch):
+    """A stack of matrices broadcast to ``batch`` as one matrix: their columns side by side."""
+    rows = x.shape[-2]
+    return np.moveaxis(np.broadcast_to(x, batch + x.shape[-2:]), -2, 0).reshape(rows, -1)
+
+
+def _stack_loop(inst, a, b, c, batch, progress):
+    """One 2-D GEMM per matrix of the stack; ``progress`` counts the output columns of all."""
+    m, n = a.shape[-2], b.shape[-1]
+    count = int(np.prod(batch))
+    a, b = np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:])
+    c = None if c is None else np.broadcast_to(c, batch + (m, n))
+    d = None
+    for i, index in enumerate(np.ndindex(*batch)):
+        step = None if progress is None else (lambda done, total, i=i: progress(i * total + done, count * total))
+        di = _matmul_2d(inst, a[index], b[index], None if c is None else c[index], step)
+        if d is None:
+            d = np.empty(batch + (m, n), di.dtype)
+        d[index] = di
+    return d
+
+
+def _matmul_2d(inst, a, b, c, progress):
+    """D of one GEMM on raw bits: ``c`` None where no kernel reads C (none given, or scale-d
+    false)."""
     m, kk = a.shape
-    if b.shape[0] != kk:
-        raise OperandError(f"A is {a.shape[0]}x{kk} and B is {b.shape[0]}x{b.shape[1]}: their K must agree")
     n = b.shape[1]
     ctype, dtype = inst.ctype, inst.dtype
-    scales_c = scale_d is None or scale_d_flag(scale_d)  # checked even where there is no C
-    use_c = C is not None and scales_c
-    # with no C, no kernel reads C's values (use_c=False), so it needs no zeros
-    c = _operand(C, ctype, "C", (m, n)) if C is not None else np.empty((m, n), get_format(ctype).storage)
+    use_c = c is not None
+    c = np.ascontiguousarray(c) if use_c else np.empty((m, n), get_format(ctype).storage)  # no kernel reads it
     if kk == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)
         return from_bits(c.copy() if use_c else np.zeros_like(c), dtype)
-    a, b = _pad_k(a, b, inst.shape.k)  # K = 0 with C of another type: one zero step
+    # K = 0 with C of another type: one zero step
+    a, b = _pad_k(np.ascontiguousarray(a), np.ascontiguousarray(b), inst.shape.k)
     run = _k_loop(inst, use_c)
     if progress is None:
         return from_bits(run(a, b, c), dtype)

@@ -192,3 +192,85 @@ def test_torch_tensors_numpy_cannot_take_are_refused(make):
     B = np.zeros((16, 8), np.float16)
     with pytest.raises(OperandError, match="A must be a dense tensor with data"):
         matmul(make(torch), B, instruction="m64n8k16.f32.f16.f16")
+
+
+# ---------------------------------------------------------------- stacks of matrices
+
+STACKS = [  # (A's, B's, C's batch dimensions): B shared, A shared, neither, C alone batched
+    ((2, 3), (), (3,)),
+    ((), (2, 2), None),
+    ((3, 1), (1, 2), (2,)),
+    ((1,), (), (2, 1)),
+]
+
+
+@pytest.mark.parametrize("text", ["m64n8k16.f32.f16.f16", "m64n16k32.f16.e5m2.e4m3", "m64n16k32.s32.s8.u8",
+                                  "wmma.mma.sync.aligned.row.col.m16n16k16.f16.f32",
+                                  "wmma.mma.sync.aligned.row.col.m8n8k4.rn.f64.f64.f64.f64"])
+@pytest.mark.parametrize("stack", STACKS)
+def test_stacks_of_matrices_broadcast_as_numpy_matmul(text, stack):
+    """Each matrix of a stack's D is the k-loop of its own A, B and C, chained tile by tile,
+    with the batch dimensions broadcast as numpy.matmul broadcasts them."""
+    inst = resolve_instruction(text)
+    a_batch, b_batch, c_batch = stack
+    M, N, K = 19, 10, 40
+    rng = np.random.default_rng(abs(hash((text, stack))) % 2**32)
+    A = values(rng, inst.atype, a_batch + (M, K), "specials" if get_format(inst.atype).is_float else "wide")
+    B = values(rng, inst.btype, b_batch + (K, N), "wide")
+    C = None if c_batch is None else values(rng, inst.ctype, c_batch + (M, N), "wide")
+    batch = np.broadcast_shapes(a_batch, b_batch, () if c_batch is None else c_batch)
+    got = matmul(A, B, C, instruction=text)
+    assert got.shape == batch + (M, N) and got.flags.c_contiguous
+    for index in np.ndindex(*batch):
+        pick = lambda x: None if x is None else np.broadcast_to(x, batch + x.shape[-2:])[index]
+        assert np.array_equal(bits(got[index]), bits(chained(inst, pick(A), pick(B), pick(C)))), index
+
+
+def test_stack_with_scale_d_false_ignores_c():
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((2, 8, 16)).astype(np.float16)
+    B = rng.standard_normal((2, 16, 8)).astype(np.float16)
+    C = np.full((2, 8, 8), np.nan, np.float32)
+    got = matmul(A, B, C, instruction="m64n8k16.f32.f16.f16", scale_d=False)
+    assert np.array_equal(bits(got), bits(matmul(A, B, instruction="m64n8k16.f32.f16.f16")))
+    assert not np.isnan(got).any()
+
+
+def test_stack_progress_rises_to_its_total():
+    calls = []
+    A = np.ones((3, 4, 16), np.float16)
+    B = np.ones((3, 16, 700), np.float16)  # two blocks of columns per matrix, three matrices
+    matmul(A, B, instruction="m64n8k16.f32.f16.f16", progress=lambda done, total: calls.append((done, total)))
+    assert len(calls) == 6
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert calls[-1][0] == calls[-1][1] and len({t for _, t in calls}) == 1
+
+
+def test_empty_stack():
+    got = matmul(np.zeros((0, 4, 16), np.float16), np.zeros((3, 1, 16, 8), np.float16), instruction="m64n8k16.f16.f16.f16")
+    assert got.shape == (3, 0, 4, 8) and got.dtype == np.float16
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: matmul(np.zeros((2, 4, 16), np.float16), np.zeros((3, 16, 8), np.float16),
+                    instruction="m64n8k16.f32.f16.f16"), r"broadcast together, got A \(2,\), B \(3,\)"),
+    (lambda: matmul(np.zeros((2, 4, 16), np.float16), np.zeros((16, 8), np.float16), np.zeros((3, 4, 8), np.float32),
+                    instruction="m64n8k16.f32.f16.f16"), r"A \(2,\), B \(\), C \(3,\)"),
+    (lambda: matmul(np.zeros((2, 4, 16), np.float16), np.zeros((2, 16, 8), np.float16), np.zeros((2, 8, 4), np.float32),
+                    instruction="m64n8k16.f32.f16.f16"), r"C must have shape \(4, 8\)"),
+    (lambda: matmul(np.zeros((2, 4, 16), np.float16), np.zeros((2, 8, 8), np.float16),
+                    instruction="m64n8k16.f32.f16.f16"), "K must agree"),
+])
+def test_stacks_that_do_not_fit_are_refused(call, needle):
+    with pytest.raises(OperandError, match=needle):
+        call()
+
+
+def test_torch_stacks_when_installed():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((2, 20, 32)).astype(np.float16)
+    B = rng.standard_normal((2, 32, 8)).astype(np.float16)
+    text = "m64n8k16.f32.f16.f16"
+    assert np.array_equal(bits(matmul(torch.from_numpy(A), torch.from_numpy(B), instruction=text)),
+                          bits(matmul(A, B, instruction=text)))
