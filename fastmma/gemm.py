@@ -24,8 +24,12 @@ import numpy as np
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import WgmmaMmaAsync, WmmaMma, parse
-from .kernels import execute
+from .kernels import execute, execute_stack
 from .mma import scale_d_flag
+
+#: A stack of GEMMs runs in calls of at most this many operand elements (A, B and C of its
+#: GEMMs together; a larger GEMM by itself), which bounds the memory of A decoded for them.
+STACK_ELEMENTS = 1 << 22
 
 SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
 
@@ -74,12 +78,12 @@ def _operand(x, fmt_name: str, name: str) -> np.ndarray:
 
 
 def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-pad K up to a positive multiple of ``k``."""
-    kk = a.shape[1]
+    """Zero-pad K up to a positive multiple of ``k`` (of one GEMM, or of a stack)."""
+    kk = a.shape[-1]
     pad = (-kk) % k if kk else k
     if pad:
-        a = np.concatenate([a, np.zeros((a.shape[0], pad), a.dtype)], axis=1)
-        b = np.concatenate([b, np.zeros((pad, b.shape[1]), b.dtype)], axis=0)
+        a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), a.dtype)], axis=-1)
+        b = np.concatenate([b, np.zeros(b.shape[:-2] + (pad, b.shape[-1]), b.dtype)], axis=-2)
     return a, b
 
 
@@ -115,17 +119,17 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     scales_c = scale_d is None or scale_d_flag(scale_d)  # checked even where there is no C
     c = c if scales_c else None
     if not batch:
-        return _matmul_2d(inst, a, b, c, progress)
+        return from_bits(_matmul_bits(inst, a, b, c, progress), inst.dtype)
     if 0 in batch:
         return from_bits(np.empty(batch + (m, n), get_format(inst.dtype).storage), inst.dtype)
     if all(s == 1 for s in b.shape[:-2]):  # one B for the whole stack: A's rows stacked, one GEMM
-        d = _matmul_2d(inst, _rows(a, batch), b.reshape(kk, n), None if c is None else _rows(c, batch), progress)
-        return d.reshape(batch + (m, n))
+        d = _matmul_bits(inst, _rows(a, batch), b.reshape(kk, n), None if c is None else _rows(c, batch), progress)
+        return from_bits(d.reshape(batch + (m, n)), inst.dtype)
     if all(s == 1 for s in a.shape[:-2]):  # one A: B's columns stacked side by side
-        d = _matmul_2d(inst, a.reshape(m, kk), _columns(b, batch), None if c is None else _columns(c, batch),
-                       progress)
-        return np.ascontiguousarray(np.moveaxis(d.reshape((m,) + batch + (n,)), 0, -2))
-    return _stack_loop(inst, a, b, c, batch, progress)
+        d = _matmul_bits(inst, a.reshape(m, kk), _columns(b, batch), None if c is None else _columns(c, batch),
+                         progress)
+        return from_bits(np.ascontiguousarray(np.moveaxis(d.reshape((m,) + batch + (n,)), 0, -2)), inst.dtype)
+    return from_bits(_stack(inst, a, b, c, batch, progress), inst.dtype)
 
 
 def _batch_shape(a, b, c) -> tuple[int, ...]:
@@ -151,38 +155,53 @@ def _columns(x, batch):
     return np.moveaxis(np.broadcast_to(x, batch + x.shape[-2:]), -2, 0).reshape(rows, -1)
 
 
-def _stack_loop(inst, a, b, c, batch, progress):
-    """One 2-D GEMM per matrix of the stack; ``progress`` counts the output columns of all."""
-    m, n = a.shape[-2], b.shape[-1]
-    count = int(np.prod(batch))
-    a, b = np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:])
-    c = None if c is None else np.broadcast_to(c, batch + (m, n))
-    d = None
-    for i, index in enumerate(np.ndindex(*batch)):
-        step = None if progress is None else (lambda done, total, i=i: progress(i * total + done, count * total))
-        di = _matmul_2d(inst, a[index], b[index], None if c is None else c[index], step)
-        if d is None:
-            d = np.empty(batch + (m, n), di.dtype)
-        d[index] = di
-    return d
+def _flat(x, batch):
+    """A stack of matrices broadcast to ``batch``, as one list of matrices (S, rows, columns)."""
+    return np.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
 
 
-def _matmul_2d(inst, a, b, c, progress):
-    """D of one GEMM on raw bits: ``c`` None where no kernel reads C (none given, or scale-d
-    false)."""
-    m, kk = a.shape
-    n = b.shape[1]
+def _stack(inst, a, b, c, batch, progress):
+    """D bits of a stack whose A and B both vary: its GEMMs in runs of up to
+    :data:`STACK_ELEMENTS` operand elements, each run one call (the stack kernels share a
+    run's GEMMs among the threads, :func:`fastmma.kernels.execute_stack`), a GEMM larger
+    than that by itself.  ``progress`` counts the output columns of all the GEMMs."""
+    m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    a, b, c = _flat(a, batch), _flat(b, batch), None if c is None else _flat(c, batch)
+    count = a.shape[0]
+    run = max(1, STACK_ELEMENTS // max(1, m * kk + kk * n + m * n))
+    if run >= count:  # one run: its D is the stack's
+        d = _matmul_bits(inst, a, b, c, None)
+        if progress is not None:
+            progress(count * n, count * n)
+        return d.reshape(batch + (m, n))
+    d = np.empty((count, m, n), get_format(inst.dtype).storage)
+    for s0 in range(0, count, run):
+        s1 = min(count, s0 + run)
+        part = slice(s0, s1) if s1 - s0 > 1 else s0  # one GEMM: the 2-D call, its progress by columns
+        step = None if progress is None or s1 - s0 > 1 else (
+            lambda done, total, s0=s0: progress(s0 * total + done, count * total))
+        d[part] = _matmul_bits(inst, a[part], b[part], None if c is None else c[part], step)
+        if progress is not None and s1 - s0 > 1:
+            progress(s1 * n, count * n)
+    return d.reshape(batch + (m, n))
+
+
+def _matmul_bits(inst, a, b, c, progress):
+    """D bits of one GEMM, A (M, K) by B (K, N), or of a stack of them, A (S, M, K) by B
+    (S, K, N), from raw bits; ``c`` None where no kernel reads C (none given, or scale-d
+    false).  ``progress`` only for one GEMM."""
+    shape = a.shape[:-1] + b.shape[-1:]
     ctype, dtype = inst.ctype, inst.dtype
     use_c = c is not None
-    c = np.ascontiguousarray(c) if use_c else np.empty((m, n), get_format(ctype).storage)  # no kernel reads it
-    if kk == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)
-        return from_bits(c.copy() if use_c else np.zeros_like(c), dtype)
+    c = np.ascontiguousarray(c) if use_c else np.empty(shape, get_format(ctype).storage)  # no kernel reads it
+    if a.shape[-1] == 0 and ctype == dtype:  # no instruction runs: D is C, bit for bit (or +0)
+        return c.copy() if use_c else np.zeros_like(c)
     # K = 0 with C of another type: one zero step
     a, b = _pad_k(np.ascontiguousarray(a), np.ascontiguousarray(b), inst.shape.k)
     run = _k_loop(inst, use_c)
     if progress is None:
-        return from_bits(run(a, b, c), dtype)
-    return from_bits(_by_column_blocks(run, a, b, c, get_format(dtype).storage, progress), dtype)
+        return run(a, b, c)
+    return _by_column_blocks(run, a, b, c, get_format(dtype).storage, progress)
 
 
 def checked_progress(progress):
@@ -209,10 +228,10 @@ def _k_loop(inst, use_c):
     first, then = _kernel(inst, use_c), _kernel(rest, True)
 
     def run(a, b, c):
-        d = first(np.ascontiguousarray(a[:, :k]), np.ascontiguousarray(b[:k]), c)
-        if a.shape[1] == k:
+        d = first(np.ascontiguousarray(a[..., :k]), np.ascontiguousarray(b[..., :k, :]), c)
+        if a.shape[-1] == k:
             return d
-        return then(np.ascontiguousarray(a[:, k:]), np.ascontiguousarray(b[k:]), d)
+        return then(np.ascontiguousarray(a[..., k:]), np.ascontiguousarray(b[..., k:, :]), d)
     return run
 
 
@@ -227,8 +246,9 @@ def _by_column_blocks(run, a, b, c, storage, progress, width: int = 512):
 
 
 def _kernel(inst, use_c):
-    """A function (a_bits, b_bits, c_bits) -> d_bits: ``inst``'s rule over a whole k-loop."""
+    """A function (a_bits, b_bits, c_bits) -> d_bits: ``inst``'s rule over a whole k-loop,
+    of one GEMM or of a stack of them (3-D operands)."""
     neg_a = getattr(inst, "imm_scale_a", 1) == -1
     neg_b = getattr(inst, "imm_scale_b", 1) == -1
-    return lambda a, b, c: execute(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype,
-                                   use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    return lambda a, b, c: (execute if a.ndim == 2 else execute_stack)(
+        inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)

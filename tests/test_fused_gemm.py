@@ -1053,3 +1053,62 @@ def test_pad_rows_copies_a_last_row_into_its_blocks_whole_rows(m, mb, last, copi
         for r in copies:
             want[:, -1, :, r] = x0[:, -1, :, last]
         assert np.array_equal(x, want)
+
+
+# ---------------------------------------------------------------- stacks of GEMMs
+
+
+def _special_bits(fmt, value):
+    f = get_format(fmt)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.array(value).astype(np.float32 if fmt == "tf32" else f.value_dtype).view(f.storage)
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[1], INSTRUCTIONS[3], INSTRUCTIONS[4], INSTRUCTIONS[8]])
+@pytest.mark.parametrize("path", [{}, {"wide": True}, {"wide": False, "exp_lanes": np.int16}, {"fma": False}],
+                         ids=["chosen", "float64", "scanned-int16", "no-fma"])
+def test_a_stack_equals_the_reference_gemm_by_gemm(text, path):
+    """fused_gemm_stack on each path against the reference kernel, GEMM by GEMM, with an inf
+    or NaN in one GEMM's A, another's B and another's C only (their fix-up must stay in
+    their own GEMM), on a shape of ragged blocks."""
+    from fastmma.kernels.fused_gemm import fused_gemm_stack
+
+    inst = parse(text)
+    rng = np.random.default_rng(abs(hash((text, str(path)))) % 2**32)
+    S, m, n, k = 5, 37, 45, 3 * inst.rule.group
+    a = random_bits(rng, inst.atype, (S, m, k), "narrow")
+    b = random_bits(rng, inst.btype, (S, k, n), "narrow")
+    c = random_bits(rng, inst.ctype, (S, m, n), "narrow")
+    a[1, 5, 3] = _special_bits(inst.atype, np.nan)
+    b[2, 7, 40] = _special_bits(inst.btype, -np.inf)
+    c[3, 36, 0] = _special_bits(inst.ctype, np.inf)
+    c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)
+    got = fused_gemm_stack(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
+                           c_emin=get_format(ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
+                           use_c=True, neg_a=False, neg_b=False, **path)
+    assert got.shape == (S, m, n)
+    for s in range(S):
+        ref = reference(inst.rule, a[s], b[s], c[s], inst.atype, inst.btype, inst.ctype, inst.dtype)
+        assert np.array_equal(got[s], ref), s
+
+
+def test_a_stack_of_small_float_gemms_takes_the_stack_kernels(monkeypatch):
+    """execute_stack runs a stack of small float GEMMs in one call of fused_gemm_stack, and
+    larger ones (or integer rules) GEMM by GEMM through execute."""
+    import fastmma.kernels as kernels
+    from fastmma.kernels import fused_gemm as fg
+
+    calls = []
+    real = fg.fused_gemm_stack
+    monkeypatch.setattr(fg, "fused_gemm_stack", lambda *a, **k: calls.append(a[1].shape) or real(*a, **k))
+    inst = parse(INSTRUCTIONS[0])
+    rng = np.random.default_rng(0)
+    a, b = random_bits(rng, "f16", (3, 64, 16), "narrow"), random_bits(rng, "f16", (3, 16, 64), "narrow")
+    c = np.zeros((3, 64, 64), np.uint32)
+    args = (inst.rule, a, b, c, "f16", "f16", "f32", "f32")
+    got = kernels.execute_stack(*args)
+    assert calls == [(3, 64, 16)]
+    monkeypatch.setattr(kernels, "STACK_MAX_MACS", 64 * 16 * 64)  # now too large: one by one
+    assert np.array_equal(kernels.execute_stack(*args), got) and calls == [(3, 64, 16)]
+    for s in range(3):
+        assert np.array_equal(got[s], kernels.execute(inst.rule, a[s], b[s], c[s], "f16", "f16", "f32", "f32"))

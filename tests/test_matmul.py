@@ -236,14 +236,26 @@ def test_stack_with_scale_d_false_ignores_c():
     assert not np.isnan(got).any()
 
 
-def test_stack_progress_rises_to_its_total():
-    calls = []
-    A = np.ones((3, 4, 16), np.float16)
-    B = np.ones((3, 16, 700), np.float16)  # two blocks of columns per matrix, three matrices
-    matmul(A, B, instruction="m64n8k16.f32.f16.f16", progress=lambda done, total: calls.append((done, total)))
-    assert len(calls) == 6
-    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
-    assert calls[-1][0] == calls[-1][1] and len({t for _, t in calls}) == 1
+@pytest.mark.parametrize("elements, calls", [(1, 6), (2 * (4 * 16 + 16 * 700 + 4 * 700), 3), (None, 1)],
+                         ids=["gemm-by-gemm", "runs-of-two", "one-run"])
+def test_stack_progress_rises_to_its_total(monkeypatch, elements, calls):
+    """progress counts the output columns of the whole stack: by blocks of columns where the
+    GEMMs run one by one, by runs of GEMMs where they run together (gemm.STACK_ELEMENTS; a
+    run of two, then the last GEMM by itself)."""
+    import fastmma.gemm
+
+    if elements is not None:
+        monkeypatch.setattr(fastmma.gemm, "STACK_ELEMENTS", elements)
+    seen = []
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((3, 4, 16)).astype(np.float16)
+    B = rng.standard_normal((3, 16, 700)).astype(np.float16)  # two blocks of columns per GEMM
+    D = matmul(A, B, instruction="m64n8k16.f32.f16.f16", progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) == calls
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert seen[-1] == (3 * 700, 3 * 700)
+    assert np.array_equal(bits(D), bits(matmul(A, B, instruction="m64n8k16.f32.f16.f16")))
+    assert np.array_equal(bits(D[1]), bits(matmul(A[1], B[1], instruction="m64n8k16.f32.f16.f16")))
 
 
 def test_empty_stack():

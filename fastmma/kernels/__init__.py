@@ -66,6 +66,36 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
 
+#: A stack of GEMMs of fewer multiply-adds each than this runs through one call of the
+#: stack kernels (:func:`.fused_gemm.fused_gemm_stack`), the threads sharing its GEMMs; larger
+#: ones run one after another, each shared among the threads (below 2^24, a 256^3 GEMM, a
+#: call's fixed cost is a tenth or more of its time).
+STACK_MAX_MACS = 1 << 24
+
+
+def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
+                  use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+    """D bits (S, M, N) of a stack of S GEMMs, ``a`` (S, M, K), ``b`` (S, K, N) and ``c``
+    (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]``.  A stack
+    of small float GEMMs is one call of the stack kernels; anything else is a loop of
+    :func:`execute`."""
+    count, m, kk = a.shape
+    n = b.shape[2]
+    if (isinstance(rule, FusedDotRule) and count > 1 and m * kk * n < STACK_MAX_MACS
+            and count * m * kk * n >= FAST_KERNEL_MIN_MACS):
+        from .fused_gemm import fused_gemm_stack
+
+        with launch_lock:
+            c, ctype = c_as_accumulator(rule, c, ctype)
+            return fused_gemm_stack(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                                    c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
+                                    use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    out = np.empty((count, m, n), get_format(dtype).storage)
+    for s in range(count):
+        out[s] = execute(rule, a[s], b[s], c[s], atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    return out
+
+
 def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
     """The rules whose sums are exact before one final step (integer, b1, f64 FMA chain).
 

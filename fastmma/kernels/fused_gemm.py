@@ -369,7 +369,6 @@ def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_
     return sp
 
 
-@njit(parallel=True, cache=True)
 def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     """Values (times ``2^sh``: float32 ``vals`` only) and exponents (less ``off``; ``zero``
     for zeros and specials, :class:`ExponentLanes`) of the whole of A, laid out as the kernel
@@ -382,15 +381,27 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
     same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).
     Returns ``(special, any)``: which rows hold an inf or NaN, and whether any does."""
-    rows = bits.shape[0]
+    special = decode_packed_stack(bits[None], p, neg, sh, zero, off, vals[None], exps[None], lows[None], lo,
+                                  low_zero)[0]
+    return special, special.any()
+
+
+@njit(parallel=True, cache=True)
+def decode_packed_stack(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
+    """:func:`decode_packed` of each matrix ``bits[s]`` of a stack into ``vals[s]``,
+    ``exps[s]`` and ``lows[s]``, all rows of all matrices shared among the threads; which
+    rows hold an inf or NaN, ``[s, r]``."""
+    count, rows = bits.shape[0], bits.shape[1]
     q = f32_decoder(p, bits.itemsize * 8, sh, neg)
-    special = np.zeros(rows, np.bool_)
-    for r in prange(rows):
+    special = np.zeros((count, rows), np.bool_)
+    for i in prange(count * rows):
+        s, r = i // rows, i % rows
         saved = read_mxcsr()
         write_mxcsr(_I32(MXCSR_NEAREST))  # no flush-to-zero of subnormal values from the caller's
-        special[r] = _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh)
+        special[s, r] = _decode_packed_row(bits[s], r, p, q, neg, zero, off, vals[s], exps[s], lows[s], lo,
+                                           low_zero, sh)
         write_mxcsr(saved)
-    return special, special.any()
+    return special
 
 
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
@@ -1202,6 +1213,81 @@ KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, Fa
 FMA_KERNELS = {32: _g32_fma}
 
 
+@njit(cache=True, inline="always")
+def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G, wide, fma, frac, sh, e_zero, omb,
+                rnd, c_emin, d_emin, KB, NB, MB):
+    """:func:`_gemm_body` for each GEMM of a stack (``b[s]``, ``out[s]`` and A packed for
+    each, ``a_val[s]``...), the threads sharing the stack's GEMMs, each GEMM's own loops on
+    one thread (numba runs a ``prange`` inside a ``prange`` as a plain loop): a stack of
+    small GEMMs (one instruction's tile each) starts the threads once, not once per GEMM.
+    Returns which GEMMs' B hold an inf or NaN."""
+    special = np.zeros(b.shape[0], np.bool_)
+    for s in prange(b.shape[0]):
+        special[s] = _gemm_body(a_val[s], a_exp[s], a_low[s], b[s], bp, neg_b, lanes, lc, out[s], c_in, rows, G,
+                                wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB)
+    return special
+
+
+@njit(parallel=True, cache=True)
+def _s4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_32, 4, False, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_64, 4, True, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_32, 8, False, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_64, 8, True, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_32, 16, False, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_64, 16, True, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_32, 32, False, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_64, 32, True, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+@njit(parallel=True, cache=True)
+def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g32, 32, False, True,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+
+
+#: the kernels of stacks of GEMMs (:func:`_stack_body`), as :data:`KERNELS` and :data:`FMA_KERNELS`
+STACK_KERNELS = {(4, False): _s4_32, (8, False): _s8_32, (16, False): _s16_32, (32, False): _s32_32,
+                 (4, True): _s4_64, (8, True): _s8_64, (16, True): _s16_64, (32, True): _s32_64}
+STACK_FMA_KERNELS = {32: _s32_fma}
+
+
 # ---------------------------------------------------------------- specials
 
 
@@ -1244,18 +1330,19 @@ def _pad_rows(packed, m):
     """In arrays laid out by :func:`decode_packed`, the rows of the last block past A's last
     row, to a whole number of :data:`.register_blocks.ROWS`, copies of it (:func:`_padded`):
     :func:`_rows_fma` takes its rows in blocks of ``ROWS``."""
-    for x in packed:
-        last = (m - 1) % x.shape[3]  # A's last row in its block
-        end = min(x.shape[3], -(-(last + 1) // ROWS) * ROWS)
-        x[:, -1, :, last + 1:end] = x[:, -1, :, last:last + 1]
+    for x in packed:  # (K blocks, M blocks, groups, MB, G), or a stack of them
+        last = (m - 1) % x.shape[-2]  # A's last row in its block
+        end = min(x.shape[-2], -(-(last + 1) // ROWS) * ROWS)
+        x[..., -1, :, last + 1:end, :] = x[..., -1, :, last:last + 1, :]
 
 
-def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True):
+def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True, count=None):
     """Uninitialised arrays for :func:`decode_packed`, one per dtype, carved from one
     buffer, each starting on a cache line (as :func:`_aligned_empty`, in numpy: a compiled
     function costs microseconds to call from Python).  Without ``low_rows`` the last one
-    has no rows (no low codes to hold)."""
-    total, parts = _packed_layout(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows)
+    has no rows (no low codes to hold).  With a ``count``, each is a stack of ``count``
+    such arrays (:func:`decode_packed_stack`)."""
+    total, parts = _packed_layout(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows, count)
     buf = np.empty(total + 64, np.uint8)
     start = -buf.__array_interface__["data"][0] % 64  # the address; ``.ctypes.data`` takes 5 us
     return [buf[start + offset:start + offset + size].view(dtype)[:count].reshape(shape)
@@ -1263,11 +1350,13 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True):
 
 
 @functools.lru_cache(maxsize=256)
-def _packed_layout(m, kk, KB, MB, G, dtypes, low_rows):
+def _packed_layout(m, kk, KB, MB, G, dtypes, low_rows, stack=None):
     """:func:`_packed_empty`'s buffer size and, per array, ``(dtype, offset, size, count,
     shape)``, each size whole cache lines."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
     shapes = [shape] * (len(dtypes) - 1) + [shape if low_rows else shape[:3] + (0, G)]
+    if stack is not None:
+        shapes = [(stack,) + s for s in shapes]
     parts, offset = [], 0
     for dtype, s in zip(dtypes, shapes):
         count = math.prod(s)
@@ -1375,17 +1464,95 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     """
     m, kk = a.shape
     n = b.shape[1]
+    path = _path(rule, a, b, af, bf, wide, exp_lanes, fma)
+    KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
+    packed = _packed_a(path, m, kk, KB, MB, rule.group)
+    a_rows, a_special = decode_packed(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
+                                      *_low_args(path.lc))
+    if path.lc is not None:
+        _pad_rows(packed, m)
+    out, elems = _accumulator(c, use_c, (m, n))
+    kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
+    b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB))
+    del packed
+    if path.scan is None:  # the rows of A with specials came from decoding it; B's columns need a scan
+        special = a_special or b_special
+        rows = a_rows
+        cols = scan_columns(b, bf)[1] if b_special else np.zeros(n, np.bool_)
+    else:
+        rows, cols, special = path.scan
+    d = _d_bits(out, rule)
+    if special or elems is not None:
+        if elems is None:
+            elems = np.zeros((m, n), np.bool_)
+        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
+                       rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols, elems)
+    return d
+
+
+def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
+                     blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None):
+    """:func:`fused_gemm` of every GEMM of a stack, ``a[s]`` (M, K) by ``b[s]`` (K, N) plus
+    ``c[s]`` (M, N) into D bits ``[s]``, bit for bit as :func:`fused_gemm` gives each: the
+    path (prescale, lanes) is chosen once for the whole stack, and every path gives the same
+    bits.  The threads share the GEMMs, one GEMM to a thread at a time
+    (:func:`_stack_body`), so that each small GEMM costs no start of its own: for stacks of
+    instruction-sized tiles, not for a few large GEMMs."""
+    count, m, kk = a.shape
+    n = b.shape[2]
+    path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma)
+    KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
+    packed = _packed_a(path, m, kk, KB, MB, rule.group, count)
+    a_rows = decode_packed_stack(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
+                                 *_low_args(path.lc))
+    if path.lc is not None:
+        _pad_rows(packed, m)
+    out, elems = _accumulator(c, use_c, (count, m, n))
+    kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
+    b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB))
+    del packed
+    d = _d_bits(out, rule)
+    special = a_rows.any(axis=1) | b_special
+    if elems is not None:
+        special |= elems.any(axis=(1, 2))
+    for s in np.flatnonzero(special):  # each GEMM with an inf or NaN in A, B or C, as fused_gemm's
+        cols = scan_columns(b[s], bf)[1] if b_special[s] else np.zeros(n, np.bool_)
+        fixup_specials(a[s], b[s], c[s], d[s], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
+                       rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), a_rows[s], cols,
+                       np.zeros((m, n), np.bool_) if elems is None else elems[s])
+    return d
+
+
+class _Path(NamedTuple):
+    """What :func:`_path` chose: the float32 lanes' power ``sh`` (0 in float64 lanes, where
+    ``wide``), the exponent lanes, the low codes of the pass by fused multiply-adds (None
+    for the pass by conversions), and ``scan``: A's rows and B's columns with an inf or NaN
+    and whether any has one, where the data were scanned (None where the formats' whole
+    ranges fit, :func:`whole_format_lanes`)."""
+
+    sh: int
+    lanes: ExponentLanes
+    wide: bool
+    lc: LowCodes | None
+    scan: tuple | None
+
+
+def _path(rule, a, b, af, bf, wide, exp_lanes, fma) -> _Path:
+    """The kernels' lanes for A (M, K) and B (K, N) under ``rule`` (:func:`fused_gemm` says
+    how ``wide``, ``exp_lanes`` and ``fma`` force them)."""
+    kk = a.shape[1]
     if kk % rule.group:
         raise ValueError(f"K = {kk} is not a multiple of the rule's group of {rule.group} terms")
-    rnd = rounding_code(rule)
     # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1)
     largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
     whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero) if wide is None and exp_lanes is None else None
+    scan = None
     if whole is not None:
         (sh, lanes), wide = whole, False
     else:
         a_lo, a_hi, b_lo, b_hi, rows, cols, special = scan_operands(a, af, b, bf)
+        scan = (rows, cols, special)
         a_range, b_range = (int(a_lo), int(a_hi)), (int(b_lo), int(b_hi))
         sh = prescale(*a_range, *b_range, af[1], bf[1], rule.frac_bits, rule.e_zero)
         if wide is None:
@@ -1403,36 +1570,44 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         lc = None
     if fma and lc is None:
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
-    KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
-    a_val, a_exp, a_low = _packed_empty(m, kk, KB, MB, rule.group, np.float64 if wide else np.float32, lanes.dtype,
-                                        np.uint32, low_rows=lc is not None)
-    a_rows, a_special = decode_packed(a, af, int(neg_a), sh, lanes.zero, lanes.off_a, a_val, a_exp, a_low,
-                                      0 if lc is None else lc.lo_a, 0 if lc is None else lc.zero_a)
-    if lc is not None:
-        _pad_rows((a_val, a_exp, a_low), m)
-    elems = None  # the C elements that are inf or NaN, where there are any
-    if use_c:
-        cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
-        elems = ~np.isfinite(cvals)
-        if not elems.any():
-            elems = None
-        out = cvals if elems is None else np.where(elems, np.float32(0), cvals)
-    else:
-        out = np.empty((m, n), np.float32)
+    return _Path(sh, lanes, bool(wide), lc, scan)
+
+
+def _packed_a(path, m, kk, KB, MB, G, count=None):
+    """Empty arrays for A decoded (:func:`_packed_empty`) in ``path``'s lanes."""
+    return _packed_empty(m, kk, KB, MB, G, np.float64 if path.wide else np.float32, path.lanes.dtype, np.uint32,
+                         low_rows=path.lc is not None, count=count)
+
+
+def _low_args(lc):
+    """``(lo, zero)`` of A's low codes for :func:`decode_packed` (none to make: zeros)."""
+    return (0, 0) if lc is None else (lc.lo_a, lc.zero_a)
+
+
+def _accumulator(c, use_c, shape):
+    """``(out, elems)``: the float32 array the kernels accumulate in (C's values, or empty
+    where no C is read), and C's elements that are inf or NaN (None where there are none),
+    which start at 0 here and are recomputed by :func:`fixup_specials`."""
+    if not use_c:
+        return np.empty(shape, np.float32), None
+    cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
+    finite = np.isfinite(cvals)
+    if finite.all():
+        return cvals, None
+    return np.where(finite, cvals, np.float32(0)), ~finite
+
+
+def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks):
+    """``kernel`` (of :data:`KERNELS` and the like) on A decoded, B's bits and the
+    accumulator ``out``; what it returns (whether B holds an inf or NaN)."""
+    lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b)
-    kernel = KERNELS[(rule.group, bool(wide))] if lc is None else FMA_KERNELS[rule.group]
-    b_special = kernel(a_val, a_exp, a_low, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if lc is None else tuple(lc),
-                       out, bool(use_c), rule.frac_bits, sh, rule.e_zero, rule.out_man_bits, rnd, c_emin, d_emin,
-                       KB, NB, MB)
-    del a_val, a_exp, a_low
-    if whole is not None:  # the rows of A with specials came from decoding it; B's columns need a scan
-        special = a_special or b_special
-        rows = a_rows
-        cols = scan_columns(b, bf)[1] if b_special else np.zeros(n, np.bool_)
-    d = out.view(np.uint32) if rnd == ROUND_RZ else out.astype(np.float16).view(np.uint16)
-    if special or elems is not None:
-        if elems is None:
-            elems = np.zeros((m, n), np.bool_)
-        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
-                       rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows, cols, elems)
-    return d
+    return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
+                  out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits, rounding_code(rule),
+                  c_emin, d_emin, *blocks)
+
+
+def _d_bits(out, rule):
+    """D's bits from the accumulator: float32's own, or f16's (the f16 mode, whose sums the
+    kernels rounded to f16 values)."""
+    return out.view(np.uint32) if rounding_code(rule) == ROUND_RZ else out.astype(np.float16).view(np.uint16)
