@@ -39,14 +39,20 @@ RAGGED = [(1000, 1000, 1000), (1024, 1024, 96)]
 #: threads share the output by blocks of rows, and these show whether every thread has one
 FEW_ROWS = [(64, 2048, 4096), (16, 2048, 4096)]
 
+#: S x M x K x N: stacks of S small GEMMs (a simulator's warpgroup tiles, attention's batched
+#: products), which the stack kernels share among the threads GEMM by GEMM (README, Performance)
+STACKS = [(512, 64, 32, 256), (64, 128, 64, 128)]
+
 
 def operands(dtype, shape, seed=0):
-    """Random A (M x K) and B (K x N) of ``dtype`` for ``shape = (M, K, N)``."""
-    m, k, n = shape
+    """Random A (M x K) and B (K x N) of ``dtype`` for ``shape = (M, K, N)``, or stacks of S
+    of them, (S, M, K) and (S, K, N), for ``shape = (S, M, K, N)``."""
+    *s, m, k, n = shape
     rng = np.random.default_rng(seed)
     if dtype == np.int8:
-        return rng.integers(-128, 128, (m, k)).astype(np.int8), rng.integers(-128, 128, (k, n)).astype(np.int8)
-    return rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+        return (rng.integers(-128, 128, (*s, m, k)).astype(np.int8),
+                rng.integers(-128, 128, (*s, k, n)).astype(np.int8))
+    return rng.standard_normal((*s, m, k)).astype(dtype), rng.standard_normal((*s, k, n)).astype(dtype)
 
 
 #: Seconds to wait after numpy's call before fastmma's round: OpenBLAS's worker threads keep
@@ -93,8 +99,15 @@ def bench_matmul_few_rows(benchmark, record_ratio, case, shape):
     _beside_numpy(benchmark, record_ratio, case, shape, "x".join(map(str, shape)), 7)
 
 
+@pytest.mark.parametrize("shape", STACKS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("case", list(CASES))
+def bench_matmul_stack(benchmark, record_ratio, case, shape):
+    """:func:`bench_matmul` on the stacks of :data:`STACKS`, beside numpy's stacked ``A @ B``."""
+    _beside_numpy(benchmark, record_ratio, case, shape, "x".join(map(str, shape)), 7)
+
+
 def _beside_numpy(benchmark, record_ratio, case, shape, label, rounds):
-    """``fastmma.matmul`` of ``case`` on ``shape`` (M, K, N), each round after a numpy round
+    """``fastmma.matmul`` of ``case`` on ``shape`` (M, K, N or S, M, K, N), each round after a numpy round
     (:class:`InterleavedBaseline`), and the ratio of the best times recorded as ``label``."""
     instruction, dtype = CASES[case]
     A, B = operands(dtype, shape)
