@@ -25,7 +25,7 @@ from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute, execute_stack
-from .mma import scale_d_flag
+from .mma import batch_shape, scale_d_flag
 
 #: A stack of GEMMs runs in calls of at most this many operand elements (A, B and C of its
 #: GEMMs together; a larger GEMM by itself), which bounds the memory of A decoded for them.
@@ -115,7 +115,7 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     c = None if C is None else _operand(C, inst.ctype, "C")
     if c is not None and c.shape[-2:] != (m, n):
         raise OperandError(f"C must have shape {(m, n)} (or a stack of such matrices), got {c.shape}")
-    batch = _batch_shape(a, b, c)
+    batch = batch_shape(a, b, c)
     scales_c = scale_d is None or scale_d_flag(scale_d)  # checked even where there is no C
     c = c if scales_c else None
     if not batch:
@@ -130,18 +130,6 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
                          progress)
         return from_bits(np.ascontiguousarray(np.moveaxis(d.reshape((m,) + batch + (n,)), 0, -2)), inst.dtype)
     return from_bits(_stack(inst, a, b, c, batch, progress), inst.dtype)
-
-
-def _batch_shape(a, b, c) -> tuple[int, ...]:
-    """The broadcast leading dimensions of the operands (``()`` for plain matrices)."""
-    shapes = [x.shape[:-2] for x in (a, b, c) if x is not None]
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        names = ("A", "B", "C")[:len(shapes)]
-        listed = ", ".join(f"{name} {shape}" for name, shape in zip(names, shapes))
-        raise OperandError(f"the batch dimensions (all but the last two) must broadcast together, got {listed}") \
-            from None
 
 
 def _rows(x, batch):

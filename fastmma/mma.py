@@ -15,7 +15,7 @@ import numpy as np
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import Instruction, WgmmaMmaAsync, WmmaMma, parse
-from .kernels import execute
+from .kernels import execute, execute_stack
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma)) -> Instruction:
@@ -42,20 +42,52 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     ``imm-scale-a/b = -1`` negate A/B; C is used when it is given and ``scale_d`` (default:
     the instruction's immediate scale-d, or true) holds.  Returns D in the accumulator's
     dtype.
+
+    Stacks of operands, A (..., M, K), B (..., K, N) and C (..., M, N) with their leading
+    dimensions broadcast as in ``numpy.matmul``, issue the instruction once per matrix of the
+    stack (the warpgroups of a simulator, say) in one call: D is (..., M, N).
     """
     inst = as_instruction(instruction)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     ctype = inst.ctype
-    a = operand_bits(A, inst.atype, (m, k), "A")
-    b = operand_bits(B, inst.btype, (k, n), "B")
+    a = _stack_bits(A, inst.atype, (m, k), "A")
+    b = _stack_bits(B, inst.btype, (k, n), "B")
     scales_c = _scale_d(inst) if scale_d is None else scale_d_flag(scale_d)  # checked even where there is no C
     use_c = C is not None and scales_c
-    c = np.zeros((m, n), get_format(ctype).storage) if C is None else operand_bits(C, ctype, (m, n), "C")
+    c = np.zeros((m, n), get_format(ctype).storage) if C is None else _stack_bits(C, ctype, (m, n), "C")
+    batch = batch_shape(a, b, c)
     neg_a = getattr(inst, "imm_scale_a", 1) == -1
     neg_b = getattr(inst, "imm_scale_b", 1) == -1
-    d = execute(inst.rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype,
-                use_c=use_c, neg_a=neg_a, neg_b=neg_b)
-    return from_bits(d, inst.dtype)
+    if not batch:
+        d = execute(inst.rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype,
+                    use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+        return from_bits(d, inst.dtype)
+    a, b, c = (np.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:]) for x in (a, b, c))
+    d = execute_stack(inst.rule, np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c),
+                      inst.atype, inst.btype, ctype, inst.dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def _stack_bits(values, fmt_name: str, shape: tuple[int, int], name: str) -> np.ndarray:
+    """:func:`operand_bits` of one matrix of ``shape``, or of a stack of them."""
+    arr = as_numpy(values, name)
+    if arr.shape[-2:] != shape:
+        raise OperandError(f"{name} must have shape {shape} for this instruction (or be a stack of such "
+                           f"matrices, (..., {shape[0]}, {shape[1]})), got {arr.shape}")
+    return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
+
+
+def batch_shape(a, b, c) -> tuple[int, ...]:
+    """The leading (batch) dimensions of stacks of A, B and C (or None) broadcast together,
+    as ``numpy.matmul`` broadcasts them; ``()`` for single matrices."""
+    shapes = [x.shape[:-2] for x in (a, b, c) if x is not None]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        names = ("A", "B", "C")[:len(shapes)]
+        listed = ", ".join(f"{name} {shape}" for name, shape in zip(names, shapes))
+        raise OperandError(f"the batch dimensions (all but the last two) must broadcast together, got {listed}") \
+            from None
 
 
 def scale_d_flag(value, allowed: str = "a bool (or 0 / 1)") -> bool:

@@ -286,3 +286,27 @@ def test_torch_stacks_when_installed():
     text = "m64n8k16.f32.f16.f16"
     assert np.array_equal(bits(matmul(torch.from_numpy(A), torch.from_numpy(B), instruction=text)),
                           bits(matmul(A, B, instruction=text)))
+
+
+@pytest.mark.parametrize("text", ["wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16",
+                                  "wgmma.mma_async.sync.aligned.m64n16k32.f16.e4m3.e5m2",
+                                  "wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8.satfinite",
+                                  "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32"])
+def test_mma_on_stacks_issues_the_instruction_per_matrix(text):
+    """fastmma.mma on stacks (a simulator's warpgroups in one call): each matrix of D is the
+    single instruction on its own A, B and C, with the batch dimensions broadcast."""
+    inst = resolve_instruction(text)
+    m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    rng = np.random.default_rng(abs(hash(text)) % 2**32)
+    A = values(rng, inst.atype, (3, 1, m, k), "specials" if get_format(inst.atype).is_float else "wide")
+    B = values(rng, inst.btype, (2, k, n), "wide")
+    C = values(rng, inst.ctype, (m, n), "wide")
+    got = fastmma.mma(text, A, B, C)
+    assert got.shape == (3, 2, m, n)
+    for i, j in np.ndindex(3, 2):
+        assert np.array_equal(bits(got[i, j]), bits(fastmma.mma(text, A[i, 0], B[j], C)))
+    assert np.array_equal(bits(fastmma.mma(text, A[:, 0], B[:1])[2]), bits(fastmma.mma(text, A[2, 0], B[0])))
+    with pytest.raises(OperandError, match=r"A must have shape .* \(or be a stack of such matrices"):
+        fastmma.mma(text, A[..., :-1], B)
+    with pytest.raises(OperandError, match="broadcast together"):
+        fastmma.mma(text, A[:, 0], B)
