@@ -180,9 +180,11 @@ def _warm_up(inst, A, B, C, out):
 def _stack_shape(A, B, C) -> tuple[int, ...]:
     """The batch dimensions of a stack of GEMMs (``()`` for one, or where matmul will refuse
     the shapes and say why)."""
+    from .mma import batch_shape
+
     try:
-        return tuple(np.broadcast_shapes(*(x.shape[:-2] for x in (A, B, C) if x is not None)))
-    except ValueError:
+        return batch_shape(A, B, C)
+    except OperandError:
         return ()
 
 

@@ -27,14 +27,6 @@ def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma)) -> Instruction
     return inst
 
 
-def operand_bits(values, fmt_name: str, shape: tuple[int, ...], name: str) -> np.ndarray:
-    """Contiguous raw bits of one operand matrix, after checking its shape and dtype."""
-    arr = as_numpy(values, name)
-    if arr.shape != shape:
-        raise OperandError(f"{name} must have shape {shape} for this instruction, got {arr.shape}")
-    return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
-
-
 def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray:
     """D = A · B + C with the exact numerics of one ``wgmma.mma_async`` or ``wmma.mma``.
 
@@ -69,7 +61,8 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
 
 
 def _stack_bits(values, fmt_name: str, shape: tuple[int, int], name: str) -> np.ndarray:
-    """:func:`operand_bits` of one matrix of ``shape``, or of a stack of them."""
+    """Contiguous raw bits of one operand matrix of ``shape``, or of a stack of them, after
+    checking its shape and dtype."""
     arr = as_numpy(values, name)
     if arr.shape[-2:] != shape:
         raise OperandError(f"{name} must have shape {shape} for this instruction (or be a stack of such "
