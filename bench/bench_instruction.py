@@ -12,7 +12,10 @@ instruction by three paths:
 * ``Warpgroup``: ``wgmma.fence``, ``mma_async``, ``commit_group``, ``wait_group 0`` on a
   warpgroup's register file, with the hazard checks of strict mode, as one step of a k-loop
   (the accumulators stay in the register file from one call to the next);
-* ``fastmma.mma``: the same instruction on logical matrices.
+* ``fastmma.mma``: the same instruction on logical matrices;
+
+and ``fastmma.mma`` on a stack of 512 tiles, one call issuing the instruction per tile (the
+time recorded per instruction).
 
 Each wmma case times ``fastmma.wmma.mma`` on a warp's A, B and C fragments (D's fragment
 out) and ``fastmma.mma`` on the logical matrices.
@@ -165,6 +168,30 @@ def test_one_instruction(benchmark, record_instruction, short, path):
         assert np.array_equal(theirs.numpy().view(np.uint32), expect)
         mmasim_s = _best_seconds(lambda: sim(*args, torch.from_numpy(C)), 20)
     record_instruction(short, path, benchmark.stats.stats.min, numpy_s, mmasim_s)
+
+
+#: How many tiles the stacked case issues in one call (a simulator's warpgroups, gathered)
+STACK = 512
+
+
+@pytest.mark.parametrize("short", list(CASES))
+def test_stack_of_instructions(benchmark, record_instruction, short):
+    """``fastmma.mma`` on a stack of :data:`STACK` tiles, one instruction per tile in one call
+    (the stack kernels for the float types), recorded per instruction beside numpy's stacked
+    float32 product, per tile."""
+    text = "wgmma.mma_async.sync.aligned." + short
+    dtype, _, acc = CASES[short]
+    shape = fastmma.parse(text).shape
+    tiles = [_random(shape, dtype, acc) for _ in range(2)]  # two different tiles, alternating
+    A, B, C = (np.stack([tiles[i % 2][j] for i in range(STACK)]) for j in range(3))
+    got = fastmma.mma(text, A, B, C)  # also compiles or loads the kernels
+    for i in (0, 1, STACK - 1):
+        assert np.array_equal(got[i].view(np.uint32), fastmma.mma(text, A[i], B[i], C[i]).view(np.uint32))
+    benchmark.pedantic(fastmma.mma, args=(text, A, B, C), rounds=10, iterations=1, warmup_rounds=1)
+    a32, b32 = A.astype(np.float32), B.astype(np.float32)
+    numpy_s = _best_seconds(lambda: a32 @ b32, 20)
+    record_instruction(short, f"fastmma.mma, a stack of {STACK}", benchmark.stats.stats.min / STACK,
+                       numpy_s / STACK, None)
 
 
 def _fragment(inst, matrix, values, elem_type):
