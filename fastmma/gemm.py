@@ -22,14 +22,10 @@ from functools import lru_cache
 import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
-from .formats import as_numpy, from_bits, get_format, to_bits
+from .formats import from_bits, get_format
 from .isa import WgmmaMmaAsync, WmmaMma, parse
-from .kernels import execute, execute_stack
-from .mma import batch_shape, scale_d_flag
-
-#: A stack of GEMMs runs in calls of at most this many operand elements (A, B and C of its
-#: GEMMs together; a larger GEMM by itself), which bounds the memory of A decoded for them.
-STACK_ELEMENTS = 1 << 22
+from .kernels import execute, execute_stack, stack_run
+from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
 
 SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
 
@@ -68,15 +64,6 @@ def _resolve_text(text: str):
     raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
 
 
-def _operand(x, fmt_name: str, name: str) -> np.ndarray:
-    """The raw bits of an operand: a matrix, or a stack of matrices (batch dimensions first)."""
-    arr = as_numpy(x, name)
-    if arr.ndim < 2:
-        raise OperandError(f"{name} must be a 2-D matrix or a stack of matrices (..., rows, columns), got shape "
-                           f"{arr.shape}; a vector is a 1 x K or K x 1 matrix")
-    return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
-
-
 def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Zero-pad K up to a positive multiple of ``k`` (of one GEMM, or of a stack)."""
     kk = a.shape[-1]
@@ -106,13 +93,13 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     """
     inst = resolve_instruction(instruction)
     checked_progress(progress)
-    a = _operand(A, inst.atype, "A")
-    b = _operand(B, inst.btype, "B")
+    a = stack_bits(A, inst.atype, "A")
+    b = stack_bits(B, inst.btype, "B")
     m, kk = a.shape[-2:]
     if b.shape[-2] != kk:
         raise OperandError(f"A is {m}x{kk} and B is {b.shape[-2]}x{b.shape[-1]}: their K must agree")
     n = b.shape[-1]
-    c = None if C is None else _operand(C, inst.ctype, "C")
+    c = None if C is None else stack_bits(C, inst.ctype, "C")
     if c is not None and c.shape[-2:] != (m, n):
         raise OperandError(f"C must have shape {(m, n)} (or a stack of such matrices), got {c.shape}")
     batch = batch_shape(a, b, c)
@@ -143,33 +130,24 @@ def _columns(x, batch):
     return np.moveaxis(np.broadcast_to(x, batch + x.shape[-2:]), -2, 0).reshape(rows, -1)
 
 
-def _flat(x, batch):
-    """A stack of matrices broadcast to ``batch``, as one list of matrices (S, rows, columns)."""
-    return np.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
-
-
 def _stack(inst, a, b, c, batch, progress):
-    """D bits of a stack whose A and B both vary: its GEMMs in runs of up to
-    :data:`STACK_ELEMENTS` operand elements, each run one call (the stack kernels share a
-    run's GEMMs among the threads, :func:`fastmma.kernels.execute_stack`), a GEMM larger
-    than that by itself.  ``progress`` counts the output columns of all the GEMMs."""
+    """D bits of a stack whose A and B both vary (:func:`fastmma.kernels.execute_stack`).
+    ``progress`` counts the output columns of all its GEMMs, after each call of the stack
+    kernels (:func:`fastmma.kernels.stack_run` GEMMs), or by blocks of columns for a GEMM
+    that runs by itself."""
     m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    a, b, c = _flat(a, batch), _flat(b, batch), None if c is None else _flat(c, batch)
+    a, b, c = flat_stack(a, batch), flat_stack(b, batch), None if c is None else flat_stack(c, batch)
+    if progress is None:
+        return _matmul_bits(inst, a, b, c, None).reshape(batch + (m, n))
     count = a.shape[0]
-    run = max(1, STACK_ELEMENTS // max(1, m * kk + kk * n + m * n))
-    if run >= count:  # one run: its D is the stack's
-        d = _matmul_bits(inst, a, b, c, None)
-        if progress is not None:
-            progress(count * n, count * n)
-        return d.reshape(batch + (m, n))
+    run = stack_run(m, kk, n)
     d = np.empty((count, m, n), get_format(inst.dtype).storage)
     for s0 in range(0, count, run):
         s1 = min(count, s0 + run)
         part = slice(s0, s1) if s1 - s0 > 1 else s0  # one GEMM: the 2-D call, its progress by columns
-        step = None if progress is None or s1 - s0 > 1 else (
-            lambda done, total, s0=s0: progress(s0 * total + done, count * total))
+        step = None if s1 - s0 > 1 else (lambda done, total, s0=s0: progress(s0 * total + done, count * total))
         d[part] = _matmul_bits(inst, a[part], b[part], None if c is None else c[part], step)
-        if progress is not None and s1 - s0 > 1:
+        if s1 - s0 > 1:
             progress(s1 * n, count * n)
     return d.reshape(batch + (m, n))
 

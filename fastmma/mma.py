@@ -42,11 +42,11 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     inst = as_instruction(instruction)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     ctype = inst.ctype
-    a = _stack_bits(A, inst.atype, (m, k), "A")
-    b = _stack_bits(B, inst.btype, (k, n), "B")
+    a = stack_bits(A, inst.atype, "A", (m, k))
+    b = stack_bits(B, inst.btype, "B", (k, n))
     scales_c = _scale_d(inst) if scale_d is None else scale_d_flag(scale_d)  # checked even where there is no C
     use_c = C is not None and scales_c
-    c = np.zeros((m, n), get_format(ctype).storage) if C is None else _stack_bits(C, ctype, (m, n), "C")
+    c = np.zeros((m, n), get_format(ctype).storage) if C is None else stack_bits(C, ctype, "C", (m, n))
     batch = batch_shape(a, b, c)
     neg_a = getattr(inst, "imm_scale_a", 1) == -1
     neg_b = getattr(inst, "imm_scale_b", 1) == -1
@@ -54,20 +54,29 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
         d = execute(inst.rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype,
                     use_c=use_c, neg_a=neg_a, neg_b=neg_b)
         return from_bits(d, inst.dtype)
-    a, b, c = (np.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:]) for x in (a, b, c))
-    d = execute_stack(inst.rule, np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c),
+    d = execute_stack(inst.rule, flat_stack(a, batch), flat_stack(b, batch), flat_stack(c, batch),
                       inst.atype, inst.btype, ctype, inst.dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
 
 
-def _stack_bits(values, fmt_name: str, shape: tuple[int, int], name: str) -> np.ndarray:
-    """Contiguous raw bits of one operand matrix of ``shape``, or of a stack of them, after
-    checking its shape and dtype."""
+def stack_bits(values, fmt_name: str, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """Contiguous raw bits of an operand matrix, or of a stack of them (batch dimensions
+    first), after checking its dtype and its matrices' ``shape`` (where given: an
+    instruction's; else any matrix, at least two dimensions)."""
     arr = as_numpy(values, name)
-    if arr.shape[-2:] != shape:
+    if shape is not None and arr.shape[-2:] != shape:
         raise OperandError(f"{name} must have shape {shape} for this instruction (or be a stack of such "
                            f"matrices, (..., {shape[0]}, {shape[1]})), got {arr.shape}")
+    if arr.ndim < 2:
+        raise OperandError(f"{name} must be a 2-D matrix or a stack of matrices (..., rows, columns), got shape "
+                           f"{arr.shape}; a vector is a 1 x K or K x 1 matrix")
     return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
+
+
+def flat_stack(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """A stack of matrices broadcast to ``batch``, as one list of matrices (S, rows,
+    columns); a copy only where ``x`` was broadcast."""
+    return np.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
 
 
 def batch_shape(a, b, c) -> tuple[int, ...]:

@@ -1093,8 +1093,9 @@ def test_a_stack_equals_the_reference_gemm_by_gemm(text, path):
 
 
 def test_a_stack_of_small_float_gemms_takes_the_stack_kernels(monkeypatch):
-    """execute_stack runs a stack of small float GEMMs in one call of fused_gemm_stack, and
-    larger ones (or integer rules) GEMM by GEMM through execute."""
+    """execute_stack runs a stack of small float GEMMs in one call of fused_gemm_stack (in
+    runs of STACK_ELEMENTS operand elements, the last GEMM alone through execute), and
+    larger ones GEMM by GEMM through execute."""
     import fastmma.kernels as kernels
     from fastmma.kernels import fused_gemm as fg
 
@@ -1108,7 +1109,9 @@ def test_a_stack_of_small_float_gemms_takes_the_stack_kernels(monkeypatch):
     args = (inst.rule, a, b, c, "f16", "f16", "f32", "f32")
     got = kernels.execute_stack(*args)
     assert calls == [(3, 64, 16)]
+    monkeypatch.setattr(kernels, "STACK_ELEMENTS", 2 * (64 * 16 + 16 * 64 + 64 * 64))  # runs of two GEMMs
+    assert np.array_equal(kernels.execute_stack(*args), got) and calls == [(3, 64, 16), (2, 64, 16)]
     monkeypatch.setattr(kernels, "STACK_MAX_MACS", 64 * 16 * 64)  # now too large: one by one
-    assert np.array_equal(kernels.execute_stack(*args), got) and calls == [(3, 64, 16)]
+    assert np.array_equal(kernels.execute_stack(*args), got) and calls == [(3, 64, 16), (2, 64, 16)]
     for s in range(3):
         assert np.array_equal(got[s], kernels.execute(inst.rule, a[s], b[s], c[s], "f16", "f16", "f32", "f32"))

@@ -99,13 +99,14 @@ def test_integer_and_f64_matmul_equals_chained_instructions(text, shape):
 def test_without_c_no_kernel_reads_c(text, shape):
     """matmul with no C hands the kernels an uninitialised C and use_c=False: the k-loop's
     result must not depend on what that C holds (all bits set: NaNs, -1; or zeros)."""
-    from fastmma.gemm import _k_loop, _operand, _pad_k
+    from fastmma.gemm import _k_loop, _pad_k
+    from fastmma.mma import stack_bits
 
     inst = resolve_instruction(text)
     M, N, K = shape
     rng = np.random.default_rng(3)
-    a = _operand(values(rng, inst.atype, (M, K), "wide"), inst.atype, "A")
-    b = _operand(values(rng, inst.btype, (K, N), "wide"), inst.btype, "B")
+    a = stack_bits(values(rng, inst.atype, (M, K), "wide"), inst.atype, "A")
+    b = stack_bits(values(rng, inst.btype, (K, N), "wide"), inst.btype, "B")
     a, b = _pad_k(a, b, inst.shape.k)
     storage = get_format(inst.ctype).storage
     run = _k_loop(inst, False)
@@ -240,12 +241,12 @@ def test_stack_with_scale_d_false_ignores_c():
                          ids=["gemm-by-gemm", "runs-of-two", "one-run"])
 def test_stack_progress_rises_to_its_total(monkeypatch, elements, calls):
     """progress counts the output columns of the whole stack: by blocks of columns where the
-    GEMMs run one by one, by runs of GEMMs where they run together (gemm.STACK_ELEMENTS; a
-    run of two, then the last GEMM by itself)."""
-    import fastmma.gemm
+    GEMMs run one by one, by runs of GEMMs where they run together (kernels.STACK_ELEMENTS;
+    a run of two, then the last GEMM by itself)."""
+    import fastmma.kernels
 
     if elements is not None:
-        monkeypatch.setattr(fastmma.gemm, "STACK_ELEMENTS", elements)
+        monkeypatch.setattr(fastmma.kernels, "STACK_ELEMENTS", elements)
     seen = []
     rng = np.random.default_rng(2)
     A = rng.standard_normal((3, 4, 16)).astype(np.float16)

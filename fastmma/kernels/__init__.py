@@ -66,34 +66,56 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
 
-#: A stack of GEMMs of fewer multiply-adds each than this runs through one call of the
-#: stack kernels (:func:`.fused_gemm.fused_gemm_stack`), the threads sharing its GEMMs; larger
-#: ones run one after another, each shared among the threads (below 2^24, a 256^3 GEMM, a
-#: call's fixed cost is a tenth or more of its time).
+#: A stack of GEMMs of fewer multiply-adds each than this runs through the stack kernels
+#: (:func:`.fused_gemm.fused_gemm_stack`), the threads sharing its GEMMs; larger ones run one
+#: after another, each shared among the threads (below 2^24, a 256^3 GEMM, a call's fixed
+#: cost is a tenth or more of its time).
 STACK_MAX_MACS = 1 << 24
+
+#: The stack kernels take a stack in calls of at most this many operand elements (A, B and C
+#: of its GEMMs together; a larger GEMM by itself), which bounds the memory of A decoded for
+#: them.
+STACK_ELEMENTS = 1 << 22
+
+
+def stack_run(m: int, kk: int, n: int) -> int:
+    """How many GEMMs of M x K by K x N one call of the stack kernels takes (at least one)."""
+    return max(1, STACK_ELEMENTS // max(1, m * kk + kk * n + m * n))
 
 
 def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
                   use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
     """D bits (S, M, N) of a stack of S GEMMs, ``a`` (S, M, K), ``b`` (S, K, N) and ``c``
-    (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]``.  A stack
-    of small float GEMMs is one call of the stack kernels; anything else is a loop of
-    :func:`execute`."""
+    (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]``.  Small
+    float GEMMs go through the stack kernels, :func:`stack_run` of them to a call; anything
+    else is a loop of :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
-    if (isinstance(rule, FusedDotRule) and count > 1 and m * kk * n < STACK_MAX_MACS
-            and count * m * kk * n >= FAST_KERNEL_MIN_MACS):
-        from .fused_gemm import fused_gemm_stack
-
-        with launch_lock:
-            c, ctype = c_as_accumulator(rule, c, ctype)
-            return fused_gemm_stack(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                                    c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
-                                    use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    stacked = (isinstance(rule, FusedDotRule) and m * kk * n < STACK_MAX_MACS
+               and count * m * kk * n >= FAST_KERNEL_MIN_MACS)
+    run = stack_run(m, kk, n) if stacked else 1
+    kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    if run >= count > 1:
+        return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     out = np.empty((count, m, n), get_format(dtype).storage)
-    for s in range(count):
-        out[s] = execute(rule, a[s], b[s], c[s], atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    for s0 in range(0, count, run):
+        s1 = min(count, s0 + run)
+        if s1 - s0 > 1:
+            out[s0:s1] = _fused_stack(rule, a[s0:s1], b[s0:s1], c[s0:s1], atype, btype, ctype, dtype, **kw)
+        else:
+            out[s0] = execute(rule, a[s0], b[s0], c[s0], atype, btype, ctype, dtype, **kw)
     return out
+
+
+def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, neg_b):
+    """One call of the stack kernels (:func:`.fused_gemm.fused_gemm_stack`)."""
+    from .fused_gemm import fused_gemm_stack
+
+    with launch_lock:
+        c, ctype = c_as_accumulator(rule, c, ctype)
+        return fused_gemm_stack(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                                c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
+                                use_c=use_c, neg_a=neg_a, neg_b=neg_b)
 
 
 def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
