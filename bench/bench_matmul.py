@@ -35,9 +35,10 @@ CASES = {
 #: loop there would show here, not at the cubes above
 RAGGED = [(1000, 1000, 1000), (1024, 1024, 96)]
 
-#: M x K x N shapes of few rows (a batch of 64 or 16 vectors against a weight matrix): the
-#: threads share the output by blocks of rows, and these show whether every thread has one
-FEW_ROWS = [(64, 2048, 4096), (16, 2048, 4096)]
+#: M x K x N shapes of few rows (a batch of 64 or 16 vectors, or one, against a weight
+#: matrix): the threads share the output by blocks of rows, or up to 32 rows by chunks of
+#: columns, and these show whether every thread has a share
+FEW_ROWS = [(64, 2048, 4096), (16, 2048, 4096), (1, 4096, 4096)]
 
 #: S x M x K x N: stacks of S small GEMMs (a simulator's warpgroup tiles, attention's batched
 #: products), which the stack kernels share among the threads GEMM by GEMM (README, Performance)

@@ -43,11 +43,11 @@ def random_bits(rng, fmt, shape, mode):
     return v.view(f.storage)
 
 
-def run(text, a, b, c, use_c=True, wide=None, blocks=None, exp_lanes=None, fma=None):
+def run(text, a, b, c, use_c=True, wide=None, blocks=None, exp_lanes=None, fma=None, narrow=None):
     inst = parse(text)
     neg = dict(neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
     kw = dict(c_emin=get_format(inst.ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
-              use_c=use_c, wide=wide, exp_lanes=exp_lanes, fma=fma, **neg)
+              use_c=use_c, wide=wide, exp_lanes=exp_lanes, fma=fma, narrow=narrow, **neg)
     if blocks:
         kw["blocks"] = blocks
     c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)  # as kernels.execute hands it over
@@ -1115,3 +1115,70 @@ def test_a_stack_of_small_float_gemms_takes_the_stack_kernels(monkeypatch):
     assert np.array_equal(kernels.execute_stack(*args), got) and calls == [(3, 64, 16), (2, 64, 16)]
     for s in range(3):
         assert np.array_equal(got[s], kernels.execute(inst.rule, a[s], b[s], c[s], "f16", "f16", "f32", "f32"))
+
+
+# ---------------------------------------------------------------- GEMMs of few rows
+
+
+@pytest.mark.parametrize("text", INSTRUCTIONS)
+@pytest.mark.parametrize("m, special", [(1, "b"), (5, "c"), (32, "b")])
+def test_a_narrow_gemm_in_chunks_of_columns_equals_the_reference(text, m, special, monkeypatch):
+    """A GEMM of at most NARROW_ROWS rows runs in chunks of B's columns: here seven chunks of
+    48 columns for N = 250 (as four threads would have them), the last one past N and so
+    empty.  An inf in B in the third chunk (found by that chunk's decoding only), or a NaN
+    in C in the fifth, stays in its own columns, and every column equals the reference."""
+    from fastmma.kernels import fused_gemm as fg
+
+    chunks = []
+    real = fg.fused_gemm_stack
+    monkeypatch.setattr(fg, "fused_gemm_stack", lambda *a, **k: chunks.append(k["chunks"]) or real(*a, **k))
+    monkeypatch.setattr(fg, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(fg, "NARROW_CHUNK", 32)
+    inst = parse(text)
+    rng = np.random.default_rng(abs(hash((text, m))) % 2**32)
+    n, k = 250, 3 * inst.rule.group
+    a = random_bits(rng, inst.atype, (m, k), "narrow")
+    b = random_bits(rng, inst.btype, (k, n), "narrow")
+    c = random_bits(rng, inst.ctype, (m, n), "narrow")
+    assert np.isfinite(reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype)
+                       .view(np.float16 if inst.dtype == "f16" else np.float32)).all()
+    if special == "b":
+        b[1, 100] = _special_bits(inst.btype, -np.inf)
+    else:
+        c[m - 1, 200] = _special_bits(inst.ctype, np.nan)
+    got, ref = run(text, a, b, c)
+    assert chunks == [7]
+    assert np.array_equal(got, ref)
+
+
+def test_only_few_rows_run_in_chunks_of_columns(monkeypatch):
+    """fused_gemm takes the chunks of columns up to NARROW_ROWS rows, unless told not to;
+    ``narrow=True`` takes them for any M, and ``narrow=False`` gives the same bits."""
+    from fastmma.kernels import fused_gemm as fg
+
+    chunks = []
+    real = fg.fused_gemm_stack
+    monkeypatch.setattr(fg, "fused_gemm_stack", lambda *a, **k: chunks.append(k["chunks"]) or real(*a, **k))
+    monkeypatch.setattr(fg, "get_num_threads", lambda: 2)
+    rng = np.random.default_rng(3)
+    for m, narrow, want in [(fg.NARROW_ROWS, None, [2]), (fg.NARROW_ROWS + 1, None, []), (40, True, [2]),
+                            (8, False, [])]:
+        chunks.clear()
+        a = random_bits(rng, "f16", (m, 32), "wide")
+        b = random_bits(rng, "f16", (32, 2 * fg.NARROW_CHUNK), "wide")
+        c = np.zeros((m, 2 * fg.NARROW_CHUNK), np.uint32)
+        got, ref = run(INSTRUCTIONS[0], a, b, c, narrow=narrow)
+        assert chunks == want and np.array_equal(got, ref)
+
+
+def test_column_chunks_by_hand():
+    """Two chunks a thread, none narrower than NARROW_CHUNK columns, at least one."""
+    from fastmma.kernels.fused_gemm import NARROW_CHUNK, column_chunks
+
+    assert NARROW_CHUNK == 256
+    assert column_chunks(4096, 2) == 4
+    assert column_chunks(4096, 16) == 16
+    assert column_chunks(600, 8) == 2
+    assert column_chunks(300, 2) == 1
+    assert column_chunks(16, 2) == 1
+    assert column_chunks(0, 2) == 1

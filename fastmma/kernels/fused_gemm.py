@@ -95,6 +95,22 @@ ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
 _F16_OVERFLOW = 65536.0
 
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
+#: A GEMM of at most NARROW_ROWS rows (a GEMV, a few tokens' activations) runs in chunks of
+#: B's columns (:func:`_stack_body`), each thread decoding B's panels for its own chunk, in
+#: blocks of NARROW_BLOCKS.  With the row blocks' panels (2048 by 256), such a GEMM decoded
+#: B row by row in runs of 256 columns, which cross a page of memory every 512 bytes, and
+#: ran its one block of rows on one thread: M = 1, N = K = 4096, f16 took 19 ms, and 6 ms in
+#: chunks (numpy's float32 GEMV: 2 ms).  At M = 64 the two took the same time.
+NARROW_ROWS = 32
+NARROW_BLOCKS = (64, 1024, MB_DEFAULT)
+#: the narrowest chunk of columns a narrow GEMM is cut into
+NARROW_CHUNK = 256
+#: The stack kernels take the pass by fused multiply-adds (``fma=None``) for GEMMs of at
+#: least this many rows: it runs blocks of 4 rows and sets up each column's magic numbers
+#: and B's low codes, and with fewer rows the pass by conversions was faster (e4m3, N = K
+#: = 4096, two threads: M = 1 8 ms against 15 ms, M = 4 10 against 17, M = 16 about the
+#: same, M = 32 35 against 41).
+FMA_MIN_ROWS = 16
 #: The group size whose kernel handles int32 sums that wrap: 16 terms below 2^27 (f16 and
 #: bf16 keep 25 fraction bits) plus the accumulator's term below 2^26 can pass 2^31, in the
 #: rows where :func:`_may_wrap` finds a sum that close to it.  The other rules' sums cannot
@@ -1095,14 +1111,14 @@ def _panel_row(src, vrow, erow, lrow, nb, nbp, nbe, p, q, neg, zero, off, lc, fm
 
 @njit(cache=True, inline="always")
 def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G, wide, fma, frac, sh, e_zero, omb,
-               rnd, c_emin, d_emin, KB, NB, MB):
-    """D = C + A @ B into ``out``, which holds C where ``c_in`` (else the accumulator starts
-    at +0 and ``out`` is only written).  Returns whether B holds an inf or NaN.  Where
-    ``fma``, pass 2 is :func:`_rows_fma`'s, with B's low codes (``lc``) decoded beside its
-    panel."""
+               rnd, c_emin, d_emin, KB, NB, MB, j_lo, j_hi):
+    """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)``, which hold C where ``c_in``
+    (else the accumulator starts at +0 and ``out`` is only written).  Returns whether B's
+    rows hold an inf or NaN in those columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s,
+    with B's low codes (``lc``) decoded beside its panel."""
     b_special = np.zeros(b.shape[0], np.bool_)  # per row of B, each set by one thread
     m = out.shape[0]
-    kk, n = b.shape
+    kk = b.shape[0]
     zero, off_b, thr, po = lanes
     bq = f32_decoder(bp, b.itemsize * 8, 0, neg_b)
     NBP = _padded(NB, COLUMNS)  # the panel's and the tile's columns, padded (_padded)
@@ -1112,8 +1128,8 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
     nl = NBP if fma else 0
     lpan = _aligned_empty(KB * nl, np.uint8).reshape((KB, nl))
     nmb = (m + MB - 1) // MB
-    for jb in range(0, n, NB):
-        nb = min(NB, n - jb)
+    for jb in range(j_lo, j_hi, NB):
+        nb = min(NB, j_hi - jb)
         nbp, nbe = _padded(nb, COLUMNS), _padded(nb, EXPONENT_COLUMNS)
         for kb in range(0, kk, KB):
             kbs = min(KB, kk - kb)
@@ -1162,55 +1178,55 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
 @njit(parallel=True, cache=True)
 def _g4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_32, 4, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_64, 4, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_32, 8, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_64, 8, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_32, 16, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_64, 16, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_32, 32, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_64, 32, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
 def _g32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
     return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g32, 32, False, True,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
@@ -1221,71 +1237,81 @@ FMA_KERNELS = {32: _g32_fma}
 
 @njit(cache=True, inline="always")
 def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G, wide, fma, frac, sh, e_zero, omb,
-                rnd, c_emin, d_emin, KB, NB, MB):
+                rnd, c_emin, d_emin, KB, NB, MB, NC):
     """:func:`_gemm_body` for each GEMM of a stack (``b[s]``, ``out[s]`` and A packed for
-    each, ``a_val[s]``...), the threads sharing the stack's GEMMs, each GEMM's own loops on
-    one thread (numba runs a ``prange`` inside a ``prange`` as a plain loop): a stack of
-    small GEMMs (one instruction's tile each) starts the threads once, not once per GEMM.
-    Returns which GEMMs' B hold an inf or NaN."""
-    special = np.zeros(b.shape[0], np.bool_)
-    for s in prange(b.shape[0]):
-        special[s] = _gemm_body(a_val[s], a_exp[s], a_low[s], b[s], bp, neg_b, lanes, lc, out[s], c_in, rows, G,
-                                wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB)
+    each, ``a_val[s]``...), in ``NC`` chunks of columns each: the threads share the tasks (a
+    chunk of a GEMM), each task's own loops on one thread (numba runs a ``prange`` inside a
+    ``prange`` as a plain loop).  A stack of small GEMMs (one instruction's tile each)
+    starts the threads once, not once per GEMM; a GEMM of few rows, in chunks of columns,
+    keeps every thread busy, each decoding its own columns of B.  Returns which GEMMs' B
+    hold an inf or NaN."""
+    count, n = b.shape[0], b.shape[2]
+    width = _padded(-(-n // NC), FLOAT_LANES)
+    found = np.zeros(count * NC, np.bool_)  # per task: tasks of one GEMM run on different threads
+    for t in prange(count * NC):
+        s, j_lo = t // NC, (t % NC) * width
+        if j_lo < n:
+            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], b[s], bp, neg_b, lanes, lc, out[s], c_in, rows, G,
+                                  wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, j_lo,
+                                  min(n, j_lo + width))
+    special = np.zeros(count, np.bool_)
+    for t in range(count * NC):
+        special[t // NC] |= found[t]
     return special
 
 
 @njit(parallel=True, cache=True)
-def _s4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_32, 4, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_64, 4, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_32, 8, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_64, 8, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_32, 16, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_64, 16, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_32, 32, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_64, 32, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
     return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g32, 32, False, True,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB)
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 #: the kernels of stacks of GEMMs (:func:`_stack_body`), as :data:`KERNELS` and :data:`FMA_KERNELS`
@@ -1453,7 +1479,7 @@ _NO_LOW_CODES = (0, 0, 0, 0, 0, 0, 0)
 
 
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-               blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None):
+               blocks=None, wide=None, exp_lanes=None, fma=None, narrow=None):
     """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
     ``rule.group``.
 
@@ -1467,9 +1493,18 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     exact and fast: the float32 path, a group size with such a kernel, :func:`low_codes`
     for the formats, x86 with AVX-512 (:func:`.register_blocks.fits_registers`).
     ``fma=False`` never takes it, ``fma=True`` must (ValueError where it cannot; tests).
+    ``narrow=None`` runs a GEMM of at most :data:`NARROW_ROWS` rows in chunks of columns
+    (:func:`fused_gemm_stack`, a stack of one); ``narrow=True`` always, ``narrow=False``
+    never (tests).  ``blocks``: ``(KB, NB, MB)``, the largest blocks of K, N and M (by
+    default those of KB_DEFAULT and the like, or :data:`NARROW_BLOCKS`).
     """
     m, kk = a.shape
     n = b.shape[1]
+    if narrow or (narrow is None and m <= NARROW_ROWS):
+        return fused_gemm_stack(rule, a[None], b[None], c[None], af, bf, cf, df, c_emin=c_emin, d_emin=d_emin,
+                                use_c=use_c, neg_a=neg_a, neg_b=neg_b, blocks=blocks or NARROW_BLOCKS, wide=wide,
+                                exp_lanes=exp_lanes, fma=fma, chunks=column_chunks(n, get_num_threads()))[0]
+    blocks = blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT)
     path = _path(rule, a, b, af, bf, wide, exp_lanes, fma)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
     packed = _packed_a(path, m, kk, KB, MB, rule.group)
@@ -1497,15 +1532,20 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
 
 
 def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-                     blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None):
+                     blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None, chunks=1):
     """:func:`fused_gemm` of every GEMM of a stack, ``a[s]`` (M, K) by ``b[s]`` (K, N) plus
     ``c[s]`` (M, N) into D bits ``[s]``, bit for bit as :func:`fused_gemm` gives each: the
     path (prescale, lanes) is chosen once for the whole stack, and every path gives the same
     bits.  The threads share the GEMMs, one GEMM to a thread at a time
     (:func:`_stack_body`), so that each small GEMM costs no start of its own: for stacks of
-    instruction-sized tiles, not for a few large GEMMs."""
+    instruction-sized tiles, not for a few large GEMMs.  Each GEMM's columns are cut into
+    ``chunks`` chunks, which the threads share too (a GEMM of few rows: :func:`fused_gemm`).
+    ``fma=None`` takes the pass by fused multiply-adds only for GEMMs of at least
+    :data:`FMA_MIN_ROWS` rows."""
     count, m, kk = a.shape
     n = b.shape[2]
+    if fma is None and m < FMA_MIN_ROWS:
+        fma = False
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
     packed = _packed_a(path, m, kk, KB, MB, rule.group, count)
@@ -1515,7 +1555,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
         _pad_rows(packed, m)
     out, elems = _accumulator(c, use_c, (count, m, n))
     kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
-    b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB))
+    b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB, chunks))
     del packed
     d = _d_bits(out, rule)
     special = a_rows.any(axis=1) | b_special
@@ -1527,6 +1567,13 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
                        rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), a_rows[s], cols,
                        np.zeros((m, n), np.bool_) if elems is None else elems[s])
     return d
+
+
+def column_chunks(n, threads) -> int:
+    """How many chunks of columns a narrow GEMM of N = ``n`` is cut into: two for each
+    thread, where each keeps at least :data:`NARROW_CHUNK` columns (a chunk decodes B's rows
+    in runs of its width)."""
+    return max(1, min(2 * threads, n // NARROW_CHUNK))
 
 
 class _Path(NamedTuple):
