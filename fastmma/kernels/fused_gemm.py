@@ -99,8 +99,8 @@ KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
 #: B's columns (:func:`_stack_body`), each thread decoding B's panels for its own chunk, in
 #: blocks of NARROW_BLOCKS.  With the row blocks' panels (2048 by 256), such a GEMM decoded
 #: B row by row in runs of 256 columns, which cross a page of memory every 512 bytes, and
-#: ran its one block of rows on one thread: M = 1, N = K = 4096, f16 took 19 ms, and 6 ms in
-#: chunks (numpy's float32 GEMV: 2 ms).  At M = 64 the two took the same time.
+#: ran its one block of rows on one thread: M = 1, N = K = 4096, f16 took 17-20 ms, and 8 ms
+#: in chunks (numpy's float32 GEMV: 2-3 ms).  At M = 64 the two took the same time.
 NARROW_ROWS = 32
 NARROW_BLOCKS = (64, 1024, MB_DEFAULT)
 #: the narrowest chunk of columns a narrow GEMM is cut into
