@@ -451,20 +451,22 @@ def _hard_chains(rng, m, k, n):
 
 
 @pytest.mark.skipif(not HAS_MXCSR, reason="the CPU's FMAs are used only on x86")
-@pytest.mark.parametrize("blocks", [True, False], ids=["register blocks", "rows"])
+@pytest.mark.parametrize("blocks, split", [(True, False), (True, True), (False, False)],
+                         ids=["register blocks", "split", "rows"])
 @pytest.mark.parametrize("rounding", [RN, RZ, RM, RP])
-@pytest.mark.parametrize("shape", [(13, _KB + 44, _NB + 88), (3, 40, 5), (6, 8, 70)])
-def test_host_fma_chains_match_the_integer_kernel(rounding, blocks, shape):
+@pytest.mark.parametrize("shape", [(13, _KB + 44, _NB + 88), (3, 40, 5), (6, 8, 70), (1, 300, _NB + 200)])
+def test_host_fma_chains_match_the_integer_kernel(rounding, blocks, split, shape):
     """Whole chains across the host kernel's panels of K and N (one more of each than fits,
     and a block of rows that is not full), and products smaller than one register block in
     rows, columns or both, with overflow, subnormals, exact cancellation and specials, give
     the integer kernel's bits, with the register blocks (and their padded edge blocks) or
-    without them."""
+    without them, and with the threads sharing the register blocks of columns too
+    (``split``, a matrix-vector product's)."""
     if blocks and not fits_registers():
         pytest.skip("the register blocks need AVX-512")
     rng = np.random.default_rng(10)
     a, b, c = _hard_chains(rng, *shape)
-    host = fma_gemm(a, b, c, rounding, blocks)
+    host = fma_gemm(a, b, c, rounding, blocks, split)
     integer = mma_f64(a, b, c, rounding, host_fma=False)
     assert (host == integer).all(), f"{(host != integer).sum()} elements differ"
 
@@ -476,7 +478,7 @@ def test_mma_f64_takes_the_host_kernel_from_its_minimum_work(monkeypatch, shape,
     from fastmma.kernels import fma64
 
     taken = []
-    monkeypatch.setattr(fma64, "fma_gemm", lambda a, b, c, r, blocks: taken.append("host"))
+    monkeypatch.setattr(fma64, "fma_gemm", lambda a, b, c, r, blocks, split: taken.append("host"))
     monkeypatch.setattr(fma64, "mma_f64_kernel", lambda a, b, c, r: taken.append("integer"))
     m, k, n = shape
     assert (m * k * n >= fma64.HOST_FMA_MIN_WORK) == host

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import get_num_threads, njit, prange, types
 from numba.extending import intrinsic
 
 from ..errors import OperandError
@@ -381,7 +381,7 @@ _KB, _NB = 256, 512
 
 
 @njit(cache=True, parallel=True)
-def fma_gemm(a, b, c, rounding, blocks):
+def fma_gemm(a, b, c, rounding, blocks, split=False):
     """:func:`mma_f64_kernel`'s D by the CPU's own fused multiply-adds (x86: :data:`.fp_env.HAS_MXCSR`).
 
     For finite operands the H100's chain is IEEE 754's fusedMultiplyAdd in the instruction's
@@ -399,7 +399,9 @@ def fma_gemm(a, b, c, rounding, blocks):
     the last column of B and the last row of A (:func:`_edge_block`); run by plain row
     loops instead, they had made a product with M = K = 1024 and N = 48 take 3.3-4.5x as
     long on one thread (283-333 against 74-87 ps per fma), M = 3 with K = N = 1024
-    1.7-2.9x."""
+    1.7-2.9x.  The threads share blocks of ``ROWS`` rows, or where ``split`` (with
+    ``blocks``: fewer blocks of rows than threads, :func:`mma_f64`) each block of rows by
+    each register block of columns: a matrix-vector product had run on one thread."""
     m, kk = a.shape
     n = b.shape[1]
     d = np.empty((m, n), np.uint64)
@@ -408,32 +410,40 @@ def fma_gemm(a, b, c, rounding, blocks):
     packed = np.empty((_NB // COLUMNS64, _KB, COLUMNS64), np.float64)  # a panel's blocks of columns, each contiguous
     for jb in range(0, n, _NB):
         nb = min(_NB, n - jb)
+        njl = (nb + COLUMNS64 - 1) // COLUMNS64  # register blocks of columns
+        per = 1 if split and blocks else njl  # of them to a task
+        ntc = (njl + per - 1) // per
         for kb in range(0, kk, _KB):
             kbs = min(_KB, kk - kb)
             bpan = bf[kb:kb + kbs, jb:jb + nb]
             if blocks:
                 for k in prange(kbs):
                     _pack_row(packed, bpan, k)
-            for ib in prange((m + ROWS - 1) // ROWS):
+            for t in prange(((m + ROWS - 1) // ROWS) * ntc):
                 saved = read_mxcsr()
                 write_mxcsr(mxcsr)
-                i0 = ib * ROWS
+                i0 = (t // ntc) * ROWS
                 nr = min(ROWS, m - i0)
+                jl0 = (t % ntc) * per
+                j0 = jb + jl0 * COLUMNS64
+                nc = min(jb + nb, j0 + per * COLUMNS64) - j0
                 if kb == 0:  # the chains start from C
                     for q in range(nr):
-                        drow, crow = df[i0 + q, jb:jb + nb], cf[i0 + q, jb:jb + nb]
-                        for j in range(nb):
+                        drow, crow = df[i0 + q, j0:j0 + nc], cf[i0 + q, j0:j0 + nc]
+                        for j in range(nc):
                             drow[j] = crow[j]
                 if blocks:
-                    _row_block_chains(af, df, packed, i0, nr, jb, nb, kb, kbs)
+                    _row_block_chains(af, df, packed, i0, nr, jb, nb, kb, kbs, jl0, min(njl, jl0 + per))
                 else:
                     _row_chains(af, df, bpan, i0, nr, jb, kb)
                 write_mxcsr(saved)
     col_special = np.zeros(n, np.bool_)
-    for k in range(kk):
-        brow = b[k]
-        for j in range(n):
-            col_special[j] |= _special(brow[j])
+    for jc in prange((n + _NB - 1) // _NB):  # B's columns in chunks, each scanned by one thread
+        cs = col_special[jc * _NB:min(n, jc * _NB + _NB)]
+        for k in range(kk):
+            brow = b[k, jc * _NB:jc * _NB + len(cs)]
+            for j in range(len(cs)):
+                cs[j] |= _special(brow[j])
     for i in prange(m):
         _recompute_specials(a, b, c, d, i, col_special, rounding)
     return d
@@ -453,10 +463,11 @@ def _pack_row(packed, bpan, k):
 
 
 @njit(cache=True, inline="always")
-def _row_block_chains(af, df, packed, i0, nr, jb, nb, kb, kbs):
-    """The chains of rows ``i0 .. i0 + nr`` through the panel packed in ``packed`` (rows
-    ``kb .. kb + kbs`` of B, columns ``jb .. jb + nb``), in the caller's rounding direction:
-    register blocks in place in D, and at D's edges on padded copies (:func:`_edge_block`)."""
+def _row_block_chains(af, df, packed, i0, nr, jb, nb, kb, kbs, jl_lo, jl_hi):
+    """The chains of rows ``i0 .. i0 + nr`` through the register blocks ``jl_lo .. jl_hi``
+    of the panel packed in ``packed`` (rows ``kb .. kb + kbs`` of B, columns ``jb .. jb +
+    nb``), in the caller's rounding direction: register blocks in place in D, and at D's
+    edges on padded copies (:func:`_edge_block`)."""
     edge_a = np.empty((ROWS, kbs), np.float64)
     edge_d = np.empty((ROWS, COLUMNS64), np.float64)
     if nr < ROWS:  # A's last rows, filled up with copies of its last row
@@ -464,7 +475,7 @@ def _row_block_chains(af, df, packed, i0, nr, jb, nb, kb, kbs):
             src = af[i0 + min(q, nr - 1), kb:kb + kbs]
             for k in range(kbs):
                 edge_a[q, k] = src[k]
-    for jl in range((nb + COLUMNS64 - 1) // COLUMNS64):
+    for jl in range(jl_lo, jl_hi):
         j0 = jb + jl * COLUMNS64
         nc = min(COLUMNS64, jb + nb - j0)
         if nr == ROWS and nc == COLUMNS64:
@@ -549,7 +560,8 @@ def mma_f64(a, b, c, rounding, *, host_fma=None):
     elif host_fma and not HAS_MXCSR:
         raise ValueError("host_fma needs x86's MXCSR to set the rounding direction")
     if host_fma:
-        return fma_gemm(a, b, c, rounding, fits_registers())
+        blocks = fits_registers()
+        return fma_gemm(a, b, c, rounding, blocks, blocks and -(-a.shape[0] // ROWS) < get_num_threads())
     return mma_f64_kernel(a, b, c, rounding)
 
 
