@@ -1182,3 +1182,70 @@ def test_column_chunks_by_hand():
     assert column_chunks(300, 2) == 1
     assert column_chunks(16, 2) == 1
     assert column_chunks(0, 2) == 1
+
+
+# ---------------------------------------------------------------- B unscanned (GEMMs of few rows)
+
+
+def test_bounded_lanes_by_hand():
+    """tf32, A in [2^-25, 2^3]: sh = 25 + 133 - 127 = 31 (the smallest scale's bound; A's
+    own, -149 + 25 + 10, is lower); B's last bit must stay at or above 2^-149 at 2^31,
+    -149 + 25 + 10 + 10 - 31 = -135; the largest product below 2^(127 - 25 - 2) and A times
+    B within float32 at 2^31: 125 - 3 - 31 = 91.  One binade more either way and no sh
+    fits: 2^-136 needs sh = 32, which 2^91 does not allow."""
+    from fastmma.kernels.fused_gemm import bounded_lanes
+
+    tf32 = format_params("tf32")
+    assert bounded_lanes(-25, 3, tf32, tf32, 25, -133) == (31, -135, 91)
+    assert prescale(-25, 3, -135, 91, 10, 10, 25, -133) == 31
+    assert prescale(-25, 3, -136, 90, 10, 10, 25, -133) == 32
+    assert prescale(-25, 3, -136, 91, 10, 10, 25, -133) is None
+    assert prescale(-25, 3, -135, 92, 10, 10, 25, -133) is None
+    assert bounded_lanes(1, 0, tf32, tf32, 25, -133) == (31, 1, 0)  # A all zeros: B needs no bounds
+    assert bounded_lanes(-25, 100, tf32, tf32, 25, -133) is None  # A itself too large at 2^31
+
+
+def test_b_window_by_hand():
+    """int8 lanes with B's widest window beside A's, over the sample with three quarters of
+    the slack below it; int16 lanes with the bounds where the sample is wider; nothing where
+    it passes the bounds."""
+    from fastmma.kernels.fused_gemm import _int8_width, b_window, exponent_lanes
+
+    bf16 = format_params("bf16")
+    width = _int8_width(-12, 2)
+    assert exponent_lanes(-12, 2, 0, width, np.int8) is not None
+    assert exponent_lanes(-12, 2, 0, width + 1, np.int8) is None
+    assert exponent_lanes(-12, 2, 40, 40 + width, np.int8) is not None  # only the span counts
+    sh, lanes, lo, hi = b_window(-12, 2, -18, 2, bf16, bf16, 25, -133)
+    assert lanes.dtype == np.int8 and hi - lo == width and hi == 2 + (width - 20) // 4
+    assert sh == prescale(-12, 2, lo, hi, 7, 7, 25, -133)
+    # bf16, A up to 2^2: B from -149 + 12 + 7 + 7 - 31 = -154 to 125 - 2 - 31 = 92
+    assert b_window(-12, 2, -18 - width, 2, bf16, bf16, 25, -133) == (31, INT16_LANES, -154, 92)
+    assert b_window(-12, 2, -18, 93, bf16, bf16, 25, -133) is None
+    assert b_window(-12, 2, 1, 0, bf16, bf16, 25, -133) == (31, INT16_LANES, -154, 92)  # a sample of zeros
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[2], INSTRUCTIONS[3]])
+@pytest.mark.parametrize("outlier", [None, "inf", 2.0 ** -60, 2.0 ** 100])
+def test_a_gemm_of_few_rows_leaves_b_unscanned_unless_it_leaves_the_window(text, outlier, monkeypatch):
+    """bf16 and tf32 GEMMs of few rows scan A and every fourth row of B (K = 256) only, and
+    B's decoding checks the rest against the window: an inf there is fixed up as usual, but
+    a value below the window (2^-60) or past the float32 path's bounds (2^100) in a row
+    outside the sample runs the GEMM again with B scanned.  Every case equals the
+    reference."""
+    from fastmma.kernels import fused_gemm as fg
+
+    scans = []
+    real = fg.scan_operands
+    monkeypatch.setattr(fg, "scan_operands", lambda *a: scans.append(1) or real(*a))
+    inst = parse(text)
+    rng = np.random.default_rng(11)
+    m, k, n = 3, 256, 100
+    a = random_bits(rng, inst.atype, (m, k), "narrow")
+    b = random_bits(rng, inst.btype, (k, n), "narrow")
+    c = random_bits(rng, inst.ctype, (m, n), "narrow")
+    if outlier is not None:
+        b[k // fg.B_SAMPLE_ROWS + 1, 30] = _special_bits(inst.btype, np.inf if outlier == "inf" else outlier)
+    got, ref = run(text, a, b, c)
+    assert np.array_equal(got, ref)
+    assert scans == ([1] if outlier in (2.0 ** -60, 2.0 ** 100) else [])

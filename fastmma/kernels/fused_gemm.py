@@ -44,7 +44,11 @@ value of the formats (:func:`whole_format_lanes`), so their data are not scanned
 decoding A reports its rows with infinities or NaNs, the kernel whether B has any, and only
 then are B's columns scanned.  bf16/tf32 data are scanned for their range
 (:func:`scan_operands`) and take the float32 path unless they span more binades than
-float32 holds.  The float64 path (8 lanes) handles every range.  Each path decodes its
+float32 holds.  A GEMM of few rows (:data:`NARROW_ROWS`) scans A and a sample of B's rows
+only: B's exponents get a window that fits the float32 path and int8 lanes beside A's
+range (:func:`b_window`), its decoding flags an element outside it as it flags an inf or
+NaN, and only where B holds one is the GEMM run again with B scanned (for such a GEMM,
+scanning B cost as much as decoding it).  The float64 path (8 lanes) handles every range.  Each path decodes its
 operands in its own lanes: the float32 path from bits moved to the top of an int32
 (:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits), the float64 path in
 int64 (:func:`_decode_value`).  Decoding sets the thread's MXCSR to its defaults, as the
@@ -349,13 +353,22 @@ def scan_operands(a, ap, b, bp):
 
 
 @njit(cache=True, inline="always")
-def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
+def _decode_run(src, vrow, erow, n, p, q, neg, zero, off, lo, hi):
     """Elements ``src[:n]`` into their values ``vrow[:n]`` and their exponents ``erow[:n]``
     (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
     float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one.  Returns
-    whether any of them is an inf or NaN."""
+    whether any of them is an inf or NaN, or, into float32 where ``lo <= hi``, a non-zero
+    finite element whose exponent lies outside ``[lo, hi]`` (:func:`bounded_lanes`)."""
     any_special = _I32(0)
-    if vrow.itemsize == 4:
+    if vrow.itemsize == 4 and lo <= hi:
+        lo32, hi32 = _I32(lo), _I32(hi)
+        for k in range(n):
+            v, e, dead, special = _decode_f32(src[k], q)
+            vrow[k] = v
+            erow[k] = as_element_of(zero, erow) if dead else as_element_of(sub_i32(e, _I32(off)), erow)
+            outside = (e > hi32) | ((e < lo32) & (e != _I32(NEG_EXP)))  # a dead element's e is NEG_EXP
+            any_special = max(any_special, _I32(special | outside))
+    elif vrow.itemsize == 4:
         for k in range(n):
             v, e, dead, special = _decode_f32(src[k], q)
             vrow[k] = v
@@ -385,7 +398,7 @@ def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_
     for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
         for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
             sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
-                              neg, zero, off)
+                              neg, zero, off, 1, 0)
             if lows.shape[3]:
                 _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, sh, lo, 0, low_zero)
     return sp
@@ -1090,16 +1103,17 @@ def _aligned_empty(n, dtype):
 
 
 @njit(cache=True, _nrt=False)
-def _panel_row(src, vrow, erow, lrow, nb, nbp, nbe, p, q, neg, zero, off, lc, fma):
+def _panel_row(src, vrow, erow, lrow, nb, nbp, nbe, p, q, neg, zero, off, lc, fma, lo, hi):
     """One row of B's panel: ``src[:nb]`` decoded into ``vrow`` and ``erow`` (and where
     ``fma``, its low codes into ``lrow``), each padded to its width (:func:`_pad_run`);
-    whether the row holds an inf or NaN.  Called, not inlined, so that it is compiled once
+    whether the row holds an inf or NaN, or an element outside the bounds ``[lo, hi]``
+    where ``lo <= hi`` (:func:`_decode_run`).  Called, not inlined, so that it is compiled once
     for every group size rather than into each kernel's parallel loop: in alternating runs,
     the parallel kernel's own compile (less its rows function's) went from 19-20 s to 12-14
     s for e4m3 and from 13-20 s to 12-15 s for f16."""
     saved = read_mxcsr()
     write_mxcsr(_I32(MXCSR_NEAREST))
-    special = _decode_run(src, vrow, erow, nb, p, q, neg, zero, off)
+    special = _decode_run(src, vrow, erow, nb, p, q, neg, zero, off, lo, hi)
     _pad_run(vrow, nb, nbp)
     _pad_run(erow, nb, nbe)
     if fma:
@@ -1115,11 +1129,13 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
     """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)``, which hold C where ``c_in``
     (else the accumulator starts at +0 and ``out`` is only written).  Returns whether B's
     rows hold an inf or NaN in those columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s,
-    with B's low codes (``lc``) decoded beside its panel."""
+    with B's low codes (``lc``) decoded beside its panel.  ``lanes`` ends with the bounds
+    of B's exponents (:func:`_decode_run`; none where the first exceeds the second); an
+    element outside them counts as an inf or NaN."""
     b_special = np.zeros(b.shape[0], np.bool_)  # per row of B, each set by one thread
     m = out.shape[0]
     kk = b.shape[0]
-    zero, off_b, thr, po = lanes
+    zero, off_b, thr, po, b_lo, b_hi = lanes
     bq = f32_decoder(bp, b.itemsize * 8, 0, neg_b)
     NBP = _padded(NB, COLUMNS)  # the panel's and the tile's columns, padded (_padded)
     NBE = _padded(NB, EXPONENT_COLUMNS)
@@ -1135,7 +1151,7 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
             kbs = min(KB, kk - kb)
             for k in prange(kbs):
                 if _panel_row(b[kb + k, jb:jb + nb], bpan[k], epan[k], lpan[k], nb, nbp, nbe, bp, bq, neg_b, zero,
-                              off_b, lc, fma):
+                              off_b, lc, fma, b_lo, b_hi):
                     b_special[kb + k] = True
             for ib in prange(nmb):
                 i0 = ib * MB
@@ -1416,6 +1432,70 @@ def whole_format_lanes(af, bf, frac_bits, e_floor) -> tuple[int, ExponentLanes] 
     return None if sh is None or lanes is None else (sh, lanes)
 
 
+@functools.lru_cache(maxsize=1024)
+def bounded_lanes(a_lo, a_hi, af, bf, frac_bits, e_floor) -> tuple[int, int, int] | None:
+    """``(sh, b_lo, b_hi)``: for A's exponent range ``[a_lo, a_hi]``, the float32 path's
+    power at its smallest (:func:`prescale`) and the widest range of B's exponents that
+    :func:`prescale` accepts with it, or None where A alone rules the path out.  Any B
+    whose non-zero finite elements lie in that range takes the float32 path with ``sh``
+    and int16 exponent lanes, unscanned.  A's own bounds on ``sh`` (its smallest value, the
+    smallest scale) fix it; B's smallest element must then keep its last bit (``b_lo``),
+    and the largest product stay below ``2^(127 - frac_bits)`` and within float32 at
+    ``2^sh`` (``b_hi``).  For tf32 or bf16 data within a few binades of 1 that is B's
+    whole range but its top 30 or so binades.  Where A has no non-zero finite element every
+    product is zero, and B needs no bounds (``b_lo > b_hi``)."""
+    a_man, b_man = int(af[1]), int(bf[1])
+    if a_lo > a_hi:
+        sh = prescale(a_lo, a_hi, 1, 0, a_man, b_man, frac_bits, e_floor)
+        return None if sh is None else (sh, 1, 0)
+    sh = max(frac_bits - e_floor - 127, -149 - a_lo + a_man)
+    b_lo = -149 - a_lo + a_man + b_man - sh
+    b_hi = min(125 - frac_bits - a_hi, 125 - a_hi - sh)
+    if b_lo > b_hi or prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) != sh:
+        return None
+    return sh, b_lo, b_hi
+
+
+#: rows of B that a GEMM leaving B unscanned reads to place its window (:func:`b_window`)
+B_SAMPLE_ROWS = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def b_window(a_lo, a_hi, s_lo, s_hi, af, bf, frac_bits, e_floor) -> tuple[int, ExponentLanes, int, int] | None:
+    """``(sh, lanes, b_lo, b_hi)`` for a B left unscanned, from A's exponent range and the
+    range ``[s_lo, s_hi]`` of a sample of B's rows: int8 lanes where the widest window of
+    B's exponents that they allow beside A's holds the sample (three quarters of the slack
+    below it, where values outside a sample are the likelier, and within the bounds of
+    :func:`bounded_lanes`), else int16 lanes with those bounds.  None where A alone rules
+    the float32 path out, or the sample already lies outside the bounds.  In int16 lanes
+    pass 1 costs twice as much: at M = 8, N = K = 4096, bf16 took longer than with B
+    scanned."""
+    bounded = bounded_lanes(a_lo, a_hi, af, bf, frac_bits, e_floor)
+    if bounded is None:
+        return None
+    sh, lo, hi = bounded
+    if lo > hi or s_lo > s_hi:  # A all zeros (no bounds), or a sample of zeros: no window to place
+        return sh, INT16_LANES, lo, hi
+    if s_lo < lo or s_hi > hi:
+        return None
+    width = _int8_width(a_lo, a_hi)
+    if s_hi - s_lo <= width:
+        w_hi = min(hi, s_hi + (width - (s_hi - s_lo)) // 4)
+        w_lo = max(lo, w_hi - width)
+        lanes = exponent_lanes(a_lo, a_hi, w_lo, w_hi, np.int8)
+        sh8 = prescale(a_lo, a_hi, w_lo, w_hi, int(af[1]), int(bf[1]), frac_bits, e_floor)
+        if lanes is not None and sh8 is not None:
+            return sh8, lanes, w_lo, w_hi
+    return sh, INT16_LANES, lo, hi
+
+
+@functools.lru_cache(maxsize=1024)
+def _int8_width(a_lo, a_hi) -> int:
+    """The widest span ``hi - lo`` of B's exponents that int8 lanes allow beside A's
+    (:func:`exponent_lanes` centres each range, so only the span counts); -1 for none."""
+    return max((w for w in range(256) if exponent_lanes(a_lo, a_hi, 0, w, np.int8) is not None), default=-1)
+
+
 class LowCodes(NamedTuple):
     """How :func:`_rows_fma` finds, with one uint8 add and compare per term, the terms that
     rounding down moves away from zero: those that are negative and not whole on the grid.
@@ -1503,9 +1583,10 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     if narrow or (narrow is None and m <= NARROW_ROWS):
         return fused_gemm_stack(rule, a[None], b[None], c[None], af, bf, cf, df, c_emin=c_emin, d_emin=d_emin,
                                 use_c=use_c, neg_a=neg_a, neg_b=neg_b, blocks=blocks or NARROW_BLOCKS, wide=wide,
-                                exp_lanes=exp_lanes, fma=fma, chunks=column_chunks(n, get_num_threads()))[0]
+                                exp_lanes=exp_lanes, fma=fma, chunks=column_chunks(n, get_num_threads()),
+                                bound_b=True)[0]
     blocks = blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT)
-    path = _path(rule, a, b, af, bf, wide, exp_lanes, fma)
+    path = _path(rule, a, b, af, bf, wide, exp_lanes, fma, m)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
     packed = _packed_a(path, m, kk, KB, MB, rule.group)
     a_rows, a_special = decode_packed(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
@@ -1532,7 +1613,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
 
 
 def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-                     blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None, chunks=1):
+                     blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None, chunks=1,
+                     bound_b=False):
     """:func:`fused_gemm` of every GEMM of a stack, ``a[s]`` (M, K) by ``b[s]`` (K, N) plus
     ``c[s]`` (M, N) into D bits ``[s]``, bit for bit as :func:`fused_gemm` gives each: the
     path (prescale, lanes) is chosen once for the whole stack, and every path gives the same
@@ -1540,13 +1622,13 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     (:func:`_stack_body`), so that each small GEMM costs no start of its own: for stacks of
     instruction-sized tiles, not for a few large GEMMs.  Each GEMM's columns are cut into
     ``chunks`` chunks, which the threads share too (a GEMM of few rows: :func:`fused_gemm`).
-    ``fma=None`` takes the pass by fused multiply-adds only for GEMMs of at least
-    :data:`FMA_MIN_ROWS` rows."""
+    ``bound_b`` leaves B unscanned where its format needs a scan, within bounds that its
+    decoding checks (:func:`bounded_lanes`); where B passes them, the stack runs again with B
+    scanned."""
     count, m, kk = a.shape
     n = b.shape[2]
-    if fma is None and m < FMA_MIN_ROWS:
-        fma = False
-    path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma)
+    path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,
+                 bound_b)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
     packed = _packed_a(path, m, kk, KB, MB, rule.group, count)
     a_rows = decode_packed_stack(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
@@ -1557,16 +1639,28 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
     b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB, chunks))
     del packed
+    b_scans = {s: scan_columns(b[s], bf) for s in np.flatnonzero(b_special)}
+    if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
+        return fused_gemm_stack(rule, a, b, c, af, bf, cf, df, c_emin=c_emin, d_emin=d_emin, use_c=use_c,
+                                neg_a=neg_a, neg_b=neg_b, blocks=blocks, wide=wide, exp_lanes=exp_lanes, fma=fma,
+                                chunks=chunks)
     d = _d_bits(out, rule)
     special = a_rows.any(axis=1) | b_special
     if elems is not None:
         special |= elems.any(axis=(1, 2))
     for s in np.flatnonzero(special):  # each GEMM with an inf or NaN in A, B or C, as fused_gemm's
-        cols = scan_columns(b[s], bf)[1] if b_special[s] else np.zeros(n, np.bool_)
+        cols = b_scans[s][1] if b_special[s] else np.zeros(n, np.bool_)
         fixup_specials(a[s], b[s], c[s], d[s], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
                        rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), a_rows[s], cols,
                        np.zeros((m, n), np.bool_) if elems is None else elems[s])
     return d
+
+
+def _outside(lo_hi, bounds) -> bool:
+    """Whether a scan's rows or columns (:func:`scan_columns`) hold a non-zero finite
+    element whose exponent lies outside ``bounds``."""
+    lo, hi = bounds
+    return bool(((lo_hi[:, 0] < lo) | (lo_hi[:, 1] > hi)).any())
 
 
 def column_chunks(n, threads) -> int:
@@ -1579,20 +1673,27 @@ def column_chunks(n, threads) -> int:
 class _Path(NamedTuple):
     """What :func:`_path` chose: the float32 lanes' power ``sh`` (0 in float64 lanes, where
     ``wide``), the exponent lanes, the low codes of the pass by fused multiply-adds (None
-    for the pass by conversions), and ``scan``: A's rows and B's columns with an inf or NaN
-    and whether any has one, where the data were scanned (None where the formats' whole
-    ranges fit, :func:`whole_format_lanes`)."""
+    for the pass by conversions), ``scan``: A's rows and B's columns with an inf or NaN and
+    whether any has one, where the data were scanned (None where the formats' whole ranges
+    fit, :func:`whole_format_lanes`, or B was not scanned), and ``b_range``: the bounds that
+    B's decoding checks, where it checks any (:func:`b_window`; else None)."""
 
     sh: int
     lanes: ExponentLanes
     wide: bool
     lc: LowCodes | None
     scan: tuple | None
+    b_range: tuple[int, int] | None = None
 
 
-def _path(rule, a, b, af, bf, wide, exp_lanes, fma) -> _Path:
+def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) -> _Path:
     """The kernels' lanes for A (M, K) and B (K, N) under ``rule`` (:func:`fused_gemm` says
-    how ``wide``, ``exp_lanes`` and ``fma`` force them)."""
+    how ``wide``, ``exp_lanes`` and ``fma`` force them), for GEMMs of ``gemm_rows`` rows (A may
+    stack several): ``fma=None`` takes the pass by fused multiply-adds only from
+    :data:`FMA_MIN_ROWS` rows.  Where the formats need a scan of the data, ``bound_b``
+    scans A and a sample of B's rows only (:func:`b_window`) if it can."""
+    if fma is None and gemm_rows < FMA_MIN_ROWS:
+        fma = False
     kk = a.shape[1]
     if kk % rule.group:
         raise ValueError(f"K = {kk} is not a multiple of the rule's group of {rule.group} terms")
@@ -1600,9 +1701,15 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma) -> _Path:
     largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
     whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero) if wide is None and exp_lanes is None else None
-    scan = None
+    scan = unscanned = None
+    if whole is None and bound_b and wide is None and exp_lanes is None:
+        a_lo, a_hi = _overall(scan_rows(a, af)[0])
+        s_lo, s_hi = _overall(scan_rows(np.ascontiguousarray(b[::max(1, len(b) // B_SAMPLE_ROWS)]), bf)[0])
+        unscanned = b_window(int(a_lo), int(a_hi), int(s_lo), int(s_hi), af, bf, rule.frac_bits, rule.e_zero)
     if whole is not None:
         (sh, lanes), wide = whole, False
+    elif unscanned is not None:
+        (sh, lanes, *bounds), wide = unscanned, False
     else:
         a_lo, a_hi, b_lo, b_hi, rows, cols, special = scan_operands(a, af, b, bf)
         scan = (rows, cols, special)
@@ -1623,7 +1730,8 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma) -> _Path:
         lc = None
     if fma and lc is None:
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
-    return _Path(sh, lanes, bool(wide), lc, scan)
+    checked = unscanned is not None and bounds[0] <= bounds[1]
+    return _Path(sh, lanes, bool(wide), lc, scan, tuple(bounds) if checked else None)
 
 
 def _packed_a(path, m, kk, KB, MB, G, count=None):
@@ -1654,7 +1762,7 @@ def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, b
     """``kernel`` (of :data:`KERNELS` and the like) on A decoded, B's bits and the
     accumulator ``out``; what it returns (whether B holds an inf or NaN)."""
     lanes = path.lanes
-    kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b)
+    kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
                   out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits, rounding_code(rule),
                   c_emin, d_emin, *blocks)
