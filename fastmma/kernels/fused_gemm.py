@@ -48,8 +48,8 @@ float32 holds.  A GEMM of few rows (:data:`NARROW_ROWS`) scans A and a sample of
 only: B's exponents get a window that fits the float32 path and int8 lanes beside A's
 range (:func:`b_window`), its decoding flags an element outside it as it flags an inf or
 NaN, and only where B holds one is the GEMM run again with B scanned (for such a GEMM,
-scanning B cost as much as decoding it).  The float64 path (8 lanes) handles every range.  Each path decodes its
-operands in its own lanes: the float32 path from bits moved to the top of an int32
+scanning B cost as much as decoding it).  The float64 path (8 lanes) handles every range.
+Each path decodes its operands in its own lanes: the float32 path from bits moved to the top of an int32
 (:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits), the float64 path in
 int64 (:func:`_decode_value`).  Decoding sets the thread's MXCSR to its defaults, as the
 rows do: a caller's flush-to-zero would otherwise turn bf16/tf32 subnormals to zeros in the
@@ -358,7 +358,7 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off, lo, hi):
     (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
     float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one.  Returns
     whether any of them is an inf or NaN, or, into float32 where ``lo <= hi``, a non-zero
-    finite element whose exponent lies outside ``[lo, hi]`` (:func:`bounded_lanes`)."""
+    finite element whose exponent lies outside ``[lo, hi]`` (:func:`b_window`)."""
     any_special = _I32(0)
     if vrow.itemsize == 4 and lo <= hi:
         lo32, hi32 = _I32(lo), _I32(hi)
@@ -1436,9 +1436,9 @@ def whole_format_lanes(af, bf, frac_bits, e_floor) -> tuple[int, ExponentLanes] 
 def bounded_lanes(a_lo, a_hi, af, bf, frac_bits, e_floor) -> tuple[int, int, int] | None:
     """``(sh, b_lo, b_hi)``: for A's exponent range ``[a_lo, a_hi]``, the float32 path's
     power at its smallest (:func:`prescale`) and the widest range of B's exponents that
-    :func:`prescale` accepts with it, or None where A alone rules the path out.  Any B
-    whose non-zero finite elements lie in that range takes the float32 path with ``sh``
-    and int16 exponent lanes, unscanned.  A's own bounds on ``sh`` (its smallest value, the
+    :func:`prescale` accepts with it, or None where A alone rules the path out: any B
+    whose non-zero finite elements lie in that range takes the float32 path with ``sh``,
+    unscanned (:func:`b_window`).  A's own bounds on ``sh`` (its smallest value, the
     smallest scale) fix it; B's smallest element must then keep its last bit (``b_lo``),
     and the largest product stay below ``2^(127 - frac_bits)`` and within float32 at
     ``2^sh`` (``b_hi``).  For tf32 or bf16 data within a few binades of 1 that is B's
@@ -1622,8 +1622,8 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     (:func:`_stack_body`), so that each small GEMM costs no start of its own: for stacks of
     instruction-sized tiles, not for a few large GEMMs.  Each GEMM's columns are cut into
     ``chunks`` chunks, which the threads share too (a GEMM of few rows: :func:`fused_gemm`).
-    ``bound_b`` leaves B unscanned where its format needs a scan, within bounds that its
-    decoding checks (:func:`bounded_lanes`); where B passes them, the stack runs again with B
+    ``bound_b`` leaves B unscanned where its format needs a scan, within a window that its
+    decoding checks (:func:`b_window`); where B leaves it, the stack runs again with B
     scanned."""
     count, m, kk = a.shape
     n = b.shape[2]
