@@ -49,11 +49,11 @@ only: B's exponents get a window that fits the float32 path and int8 lanes besid
 range (:func:`b_window`), its decoding flags an element outside it as it flags an inf or
 NaN, and only where B holds one is the GEMM run again with B scanned (for such a GEMM,
 scanning B cost as much as decoding it).  The float64 path (8 lanes) handles every range.
-Each path decodes its operands in its own lanes: the float32 path from bits moved to the top of an int32
-(:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits), the float64 path in
-int64 (:func:`_decode_value`).  Decoding sets the thread's MXCSR to its defaults, as the
-rows do: a caller's flush-to-zero would otherwise turn bf16/tf32 subnormals to zeros in the
-float32 lanes.
+Each path decodes its operands in its own lanes: the float32 path from bits moved to the
+top of an int32 (:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits), the
+float64 path in int64 (:func:`_decode_value`).  Decoding sets the thread's MXCSR to its
+defaults, as the rows do: a caller's flush-to-zero would otherwise turn bf16/tf32
+subnormals to zeros in the float32 lanes.
 
 Infinities and NaNs in A, B or C are not handled by the fast paths: the rows, columns and
 elements they touch are recomputed with the reference kernel afterwards.  An accumulator
@@ -360,6 +360,8 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off, lo, hi):
     whether any of them is an inf or NaN, or, into float32 where ``lo <= hi``, a non-zero
     finite element whose exponent lies outside ``[lo, hi]`` (:func:`b_window`)."""
     any_special = _I32(0)
+    # the window's check in a loop of its own: A's decoding, and B's wherever it has no
+    # window, pay nothing for it (for f16 and fp8 that loop is a GEMV's decoding)
     if vrow.itemsize == 4 and lo <= hi:
         lo32, hi32 = _I32(lo), _I32(hi)
         for k in range(n):
