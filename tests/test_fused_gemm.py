@@ -18,10 +18,11 @@ from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.kernels import c_as_accumulator, format_params, reference
 from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
-from fastmma.kernels.fused_gemm import (INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes, _c_exponent,
-                                      _finish_row_rne16, _finish_row_rz32, _finish_row_rz_fenv,
-                                      _finish_row_rz_normal,
-                                      _normal_bound, _scale_normal, exponent_lanes, fused_gemm, prescale)
+from fastmma.kernels.fused_gemm import (_GENERAL, _VIA_F32, INT16_LANES, NEG_EXP, ZERO_EXP8, _block_sizes,
+                                      _c_exponent, _decode_b_run, _finish_row_rne16, _finish_row_rz32,
+                                      _finish_row_rz_fenv, _finish_row_rz_normal, _normal_bound, _scale_normal,
+                                      b_decoder, exponent_lanes, fused_gemm, prescale)
+from fastmma.kernels.vector_ops import F16_CONVERSIONS
 
 INSTRUCTIONS = [
     "wgmma.mma_async.m64n8k16.f32.f16.f16", "wgmma.mma_async.m64n8k16.f16.f16.f16",
@@ -1249,3 +1250,119 @@ def test_a_gemm_of_few_rows_leaves_b_unscanned_unless_it_leaves_the_window(text,
     got, ref = run(text, a, b, c)
     assert np.array_equal(got, ref)
     assert scans == ([1] if outlier in (2.0 ** -60, 2.0 ** 100) else [])
+
+
+def _every_pattern(fmt):
+    """Every bit pattern of ``fmt``, or for tf32 (32-bit storage) every exponent field with
+    the fraction's extremes and a spread of random fractions, signs and ignored low bits."""
+    f = get_format(fmt)
+    if f.bits <= 16:
+        return np.arange(1 << f.bits, dtype=np.uint64).astype(f.storage)
+    rng = np.random.default_rng(5)
+    exp = np.arange(256, dtype=np.uint32) << 23
+    frac = np.concatenate([[0, 1 << 13, 0x7FE000, 0x7FFFFF, 0x1FFF], rng.integers(0, 1 << 23, 27)]).astype(np.uint32)
+    both = (exp[:, None] | frac[None, :]).ravel()
+    return np.concatenate([both, both | np.uint32(1 << 31)])
+
+
+@njit(cache=False)
+def _decode_b_runs(bits, p, neg, off, lo, hi, zero, vals, exps, flags):
+    """B's decoding in runs of 64 elements, a flag for each run (none where b_decoder's
+    kind, which it returns, is _GENERAL)."""
+    fq = b_decoder(p, bits.itemsize * 8, neg, off, lo, hi)
+    if fq[0] != _GENERAL:
+        for c in range(len(flags)):
+            k = c * 64
+            flags[c] = _decode_b_run(bits[k:], vals[k:], exps[k:], min(64, len(bits) - k), fq, zero)
+    return fq[0]
+
+
+@pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2"])
+@pytest.mark.parametrize("neg", [0, 1])
+@pytest.mark.parametrize("exp_dtype", [np.int8, np.int16])
+@pytest.mark.parametrize("window", [None, (-3, 4), (-14, 0), (-20, -15), (-126, -120), (-140, -127), (2, 127),
+                                    (-200, -150)])
+def test_b_decoding_of_every_pattern(fmt, neg, exp_dtype, window):
+    """B's panel decoding (_decode_b_run, the kind b_decoder picks) against values and
+    exponents worked out from the patterns with ml_dtypes: a zero, inf or NaN is +0 with
+    the zero code, any other element its value (negated where ``neg``) and ``max(field, 1) -
+    bias - off``; each run of 64 (and a last, shorter one) is flagged exactly where it holds
+    an inf or NaN or, with a window, a non-zero finite element whose exponent lies outside
+    it (the first run holds ones and zeros: a zero is never outside; a window that ends just
+    below the subnormals' exponent, ``1 - bias``, flags them)."""
+
+    f = get_format(fmt)
+    p = format_params(fmt)
+    lo, hi = window or (1, 0)
+    off, zero, n = 3, -100, 64
+
+    bits = _every_pattern(fmt)
+    ones_and_zeros = np.resize(np.array([1.0, 0.0, -0.0, 1.5], f.value_dtype).view(f.storage), n)
+    bits = np.concatenate([ones_and_zeros, bits, bits[: len(bits) // 3]])  # a last run shorter than 64
+    vals = np.full(len(bits), np.nan, np.float32)
+    exps = np.zeros(len(bits), exp_dtype)
+    flags = np.zeros(-(-len(bits) // n), np.bool_)
+    kind = _decode_b_runs(bits, p, neg, off, lo, hi, zero, vals, exps, flags)
+    assert kind != _GENERAL if F16_CONVERSIONS else kind in (_GENERAL, _VIA_F32)
+    if kind == _GENERAL:
+        return  # this CPU does not convert halves: such formats take _decode_run (A's decoding tests it)
+
+    wide = bits.astype(np.uint64) >> np.uint64(f.ignored_low_bits)
+    field = ((wide >> np.uint64(f.man_bits)) & np.uint64((1 << f.exp_bits) - 1)).astype(np.int64)
+    storage = (bits & np.uint32(0xFFFFE000)) if fmt == "tf32" else bits
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = storage.view(f.value_dtype).astype(np.float64)
+    dead = ~np.isfinite(v) | (v == 0)
+    special = ~np.isfinite(v)
+    e = np.maximum(field, 1) - f.bias
+    want_vals = np.where(dead, 0.0, -v if neg else v).astype(np.float32)
+    assert np.array_equal(vals.view(np.uint32), want_vals.view(np.uint32))
+    assert np.array_equal(exps, np.where(dead, zero, e - off).astype(exp_dtype))
+    flagged = special.copy()
+    if window is not None:
+        flagged |= ~dead & ((e < lo) | (e > hi))
+    want = np.array([flagged[k:k + n].any() for k in range(0, len(bits), n)])
+    assert np.array_equal(flags, want)
+    if window == (-3, 4) and fmt in ("f16", "bf16"):
+        assert want.any() and not want.all()
+
+
+_WITHOUT_F16C = r"""
+import numpy as np
+from fastmma.kernels import vector_ops
+assert not vector_ops.F16_CONVERSIONS
+from fastmma.formats import get_format
+from fastmma.isa import parse
+from fastmma.kernels import c_as_accumulator, format_params, reference
+from fastmma.kernels.fused_gemm import _GENERAL, b_decoder, fused_gemm
+
+rng = np.random.default_rng(11)
+for text, m in [("wgmma.mma_async.m64n8k16.f32.f16.f16", 3), ("wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", 20)]:
+    inst = parse(text)
+    assert b_decoder(format_params(inst.btype), get_format(inst.btype).bits, 0, 0, 1, 0)[0] == _GENERAL
+    a, b = (rng.integers(0, 1 << get_format(t).bits, shape, dtype=np.uint64).astype(get_format(t).storage)
+            for t, shape in ((inst.atype, (m, 96)), (inst.btype, (96, 300))))
+    c = rng.standard_normal((m, 300)).astype(np.float32).view(np.uint32)
+    c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)
+    got = fused_gemm(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
+                     c_emin=get_format(ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent, use_c=True,
+                     neg_a=False, neg_b=False)
+    assert np.array_equal(got, reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype,
+                                         use_c=True, neg_a=False, neg_b=False)), text
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="an x86 CPU without F16C; every 64-bit Arm converts halves")
+def test_b_decoding_where_the_cpu_does_not_convert_halves(tmp_path):
+    """Where numba targets a CPU without F16C (x86-64 v2 here), f16 and fp8 B take the
+    general decoding (_decode_run): the reference's bits, on any bit patterns (infinities
+    and NaNs included), in GEMMs of few rows (M = 3 and 20)."""
+    import subprocess
+    import sys
+
+    features = "+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16"
+    env = dict(os.environ, NUMBA_CPU_NAME="nehalem", NUMBA_CPU_FEATURES=features, NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_F16C], capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "ok"

@@ -3,7 +3,8 @@
 import numpy as np
 from numba import njit
 
-from fastmma.kernels.vector_ops import (add_i32, as_element_of, clz_u32, fma_f32, ldexp_f32, lshr_i32, shl_i32,
+from fastmma.kernels.vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, f32_from_f16_bits,
+                                        f32_from_f16_bits_by_integers, fma_f32, ldexp_f32, lshr_i32, shl_i32,
                                         sub_i32)
 
 
@@ -84,3 +85,25 @@ def test_fma_f32_rounds_once():
     assert _fma(x, x, -1.0) == np.float32(2.0**-11 + 2.0**-24)
     assert np.float32(np.float32(x) * np.float32(x)) - np.float32(1.0) == np.float32(2.0**-11)
     assert _fma(3.0, 5.0, 7.0) == np.float32(22.0)
+
+
+@njit
+def _halves(bits, by_integers, out):
+    for i in range(len(bits)):
+        out[i] = f32_from_f16_bits_by_integers(bits[i]) if by_integers else f32_from_f16_bits(bits[i])
+
+
+def test_f32_from_f16_bits_of_every_half():
+    """Both ways of widening a half (the CPU's conversion where it has one) against numpy's
+    float16 values, for all 65536 patterns held in uint16 and in int32 with high bits set
+    (ignored): equal bits for every non-NaN, a NaN for each NaN."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    want = bits.view(np.float16).astype(np.float32)
+    nan = np.isnan(want)
+    for held in (bits, bits.astype(np.int32) | np.int32(-(1 << 16))):
+        for by_integers in (True, False):
+            got = np.zeros(len(bits), np.float32)
+            _halves(held, by_integers, got)
+            assert np.array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+            assert np.isnan(got[nan]).all()
+    assert f32_from_f16_bits is not f32_from_f16_bits_by_integers or not F16_CONVERSIONS

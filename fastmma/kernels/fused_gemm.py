@@ -49,8 +49,10 @@ only: B's exponents get a window that fits the float32 path and int8 lanes besid
 range (:func:`b_window`), its decoding flags an element outside it as it flags an inf or
 NaN, and only where B holds one is the GEMM run again with B scanned (for such a GEMM,
 scanning B cost as much as decoding it).  The float64 path (8 lanes) handles every range.
-Each path decodes its operands in its own lanes: the float32 path from bits moved to the
-top of an int32 (:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits), the
+Each path decodes its operands in its own lanes: the float32 path A from bits moved to the
+top of an int32 (:func:`_decode_f32`, 16 lanes, no run-time shift wider than 32 bits) and
+B, unscaled, as the IEEE half or float32 that each of its formats is a narrower field of
+(:func:`_decode_b_run`: a half conversion or a bit move per value, a GEMV's main cost), the
 float64 path in int64 (:func:`_decode_value`).  Decoding sets the thread's MXCSR to its
 defaults, as the rows do: a caller's flush-to-zero would otherwise turn bf16/tf32
 subnormals to zeros in the float32 lanes.
@@ -92,7 +94,8 @@ from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
-from .vector_ops import add_i32, as_element_of, clz_u32, ldexp_f32, lshr_i32, shl_i32, sub_i32
+from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, f32_from_f16_bits, ldexp_f32, lshr_i32,
+                         shl_i32, sub_i32)
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
@@ -240,6 +243,17 @@ def _low_run(src, lrow, n, q, scale, lo, flip, zero):
             lrow[k] = code
 
 
+@njit(cache=True, inline="always")
+def _low_run_values(vrow, lrow, n, lo, zero):
+    """:func:`_low_run` for B (unscaled, ``flip`` 1) from its decoded values ``vrow[:n]``
+    rather than its bits: a value is +0 exactly where the element is a zero or special.
+    Float32 values only (the pass by fused multiply-adds runs in float32 lanes; a float64
+    ``vrow`` only types)."""
+    for k in range(n):
+        v = np.float32(vrow[k])
+        lrow[k] = _low_code(v, v == np.float32(0), 0, lo, 1, zero)
+
+
 _NO_LOW = 1 << 20  # lowest exponent of a row or column with no non-zero finite element
 
 
@@ -353,24 +367,14 @@ def scan_operands(a, ap, b, bp):
 
 
 @njit(cache=True, inline="always")
-def _decode_run(src, vrow, erow, n, p, q, neg, zero, off, lo, hi):
+def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
     """Elements ``src[:n]`` into their values ``vrow[:n]`` and their exponents ``erow[:n]``
     (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
     float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one.  Returns
-    whether any of them is an inf or NaN, or, into float32 where ``lo <= hi``, a non-zero
-    finite element whose exponent lies outside ``[lo, hi]`` (:func:`b_window`)."""
+    whether any of them is an inf or NaN.  A's decoding, and B's in float64 lanes or where
+    :func:`b_decoder` finds no faster way."""
     any_special = _I32(0)
-    # the window's check in a loop of its own: A's decoding, and B's wherever it has no
-    # window, pay nothing for it (for f16 and fp8 that loop is a GEMV's decoding)
-    if vrow.itemsize == 4 and lo <= hi:
-        lo32, hi32 = _I32(lo), _I32(hi)
-        for k in range(n):
-            v, e, dead, special = _decode_f32(src[k], q)
-            vrow[k] = v
-            erow[k] = as_element_of(zero, erow) if dead else as_element_of(sub_i32(e, _I32(off)), erow)
-            outside = (e > hi32) | ((e < lo32) & (e != _I32(NEG_EXP)))  # a dead element's e is NEG_EXP
-            any_special = max(any_special, _I32(special | outside))
-    elif vrow.itemsize == 4:
+    if vrow.itemsize == 4:
         for k in range(n):
             v, e, dead, special = _decode_f32(src[k], q)
             vrow[k] = v
@@ -383,6 +387,111 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off, lo, hi):
             erow[k] = e - off if e != NEG_EXP else zero
             any_special = max(any_special, _I32(special))
     return any_special != 0
+
+
+# How B's panel decoding turns its elements into float32 values (:func:`b_decoder`).
+_AS_F16, _VIA_F16, _VIA_F32, _GENERAL = 0, 1, 2, 3
+
+
+@njit(cache=True, inline="always")
+def b_decoder(p, width, neg, off, lo, hi):
+    """The constants of :func:`_decode_b_run` for B's elements of format ``p`` held in
+    ``width``-bit integers, negated if ``neg``, their exponents less ``off``, with the
+    window ``[lo, hi]`` of :func:`_decode_run` (none where ``lo > hi``).
+
+    Every float format that B can hold is an IEEE half or float32 with a narrower field
+    (:func:`_decode_b_run`'s kinds): f16 as it is (``_AS_F16``); e4m3 and e5m2 with their
+    fields moved into a half's, whose value times ``2^(15 - bias)`` is theirs
+    (``_VIA_F16``, where the CPU converts halves, :data:`.vector_ops.F16_CONVERSIONS`);
+    bf16 and tf32 as the top bits of a float32 (``_VIA_F32``).  Any other format is
+    ``_GENERAL``: :func:`_decode_run`.  The window becomes two thresholds on the element's
+    magnitude bits: at or above ``hi_mag`` (or an inf or NaN, at or above ``key``) an
+    element is flagged, and so is a non-zero one below ``lo_mag``."""
+    ebits, mbits, bias, ieee, low = p[0], p[1], p[2], p[3], p[4]
+    fshift = mbits + low
+    mag = ((1 << (ebits + mbits)) - 1) << low
+    key = (((1 << ebits) - 1) << fshift) if ieee else mag
+    if F16_CONVERSIONS and width == 16 and ebits == 5 and mbits == 10 and bias == 15 and low == 0:
+        kind, up, keep, flip = _AS_F16, 0, -1, neg << 15
+    elif F16_CONVERSIONS and width <= 16 and ebits <= 5 and fshift <= 10:
+        kind, up, keep, flip = _VIA_F16, 10 - fshift, -1, neg << 15
+    elif width <= 32 and ebits == 8 and bias == 127:
+        kind, up, keep, flip = _VIA_F32, 32 - width, -(1 << (low + 32 - width)), neg << 31
+    else:
+        kind, up, keep, flip = _GENERAL, 0, -1, 0
+    hi_mag, lo_mag = key, 0
+    if lo <= hi:
+        top = hi + bias + 1  # the least field above the window: max(field, 1) - bias > hi
+        hi_mag = min(key, 1 if top <= 1 else top << fshift)
+        bottom = lo + bias  # below it, a non-zero element's max(field, 1) - bias < lo
+        lo_mag = 0 if bottom <= 1 else min(bottom << fshift, 2**31 - 1)
+    scale = np.float32(2.0 ** (15 - bias)) if kind == _VIA_F16 else np.float32(1)
+    sign_up = 16 - width if kind == _VIA_F16 else 0
+    return (kind, _I32(mag), _I32(key), _I32(fshift), _I32(bias + off), _I32(up), _I32(keep), _I32(flip),
+            _I32(1 << (width - 1)), _I32(sign_up), scale, _I32(hi_mag), _I32(lo_mag), lo <= hi)
+
+
+@njit(cache=True, inline="always")
+def _b_value(x, m, fq, kind):
+    """The float32 value of the element ``x`` (as int32) whose magnitude bits are ``m``, by
+    ``kind`` (:func:`b_decoder`); meaningless for a zero or special element."""
+    up, keep, flip, sbit, sign_up, scale = fq[5], fq[6], fq[7], fq[8], fq[9], fq[10]
+    if kind == _AS_F16:
+        return f32_from_f16_bits(_I32(x ^ flip))
+    if kind == _VIA_F16:
+        t = _I32(shl_i32(m, up) | shl_i32(_I32(x & sbit), sign_up))
+        return f32_from_f16_bits(_I32(t ^ flip)) * scale
+    return f32_from_bits(_I32(_I32(shl_i32(x, up) & keep) ^ flip))
+
+
+@njit(cache=True, inline="always")
+def _decode_b_loop(src, vrow, erow, n, fq, zero, kind, window):
+    """:func:`_decode_b_run`'s loop for one ``kind`` and ``window``, each a constant where
+    it is called, so that the loop holds only its own kind's steps: with the kind tested
+    inside, LLVM computed all three and spilled registers."""
+    mag_mask, key, fshift, bias_off, hi_mag, lo_mag = fq[1], fq[2], fq[3], fq[4], fq[11], fq[12]
+    z = as_element_of(zero, erow)
+    largest = _I32(0)
+    smallest = _I32(2**31 - 1)  # of the non-zero magnitudes, where a window is checked
+    for k in range(n):
+        x = _I32(src[k])
+        m = _I32(x & mag_mask)
+        dead = (m == _I32(0)) | (m >= key)
+        v = _b_value(x, m, fq, kind)
+        vrow[k] = np.float32(0) if dead else v
+        e = sub_i32(max(lshr_i32(m, fshift), _I32(1)), bias_off)
+        erow[k] = z if dead else as_element_of(e, erow)
+        largest = max(largest, m)
+        if window:
+            smallest = min(smallest, _I32(2**31 - 1) if m == _I32(0) else m)
+    return (largest >= hi_mag) | (smallest < lo_mag)
+
+
+@njit(cache=True, inline="always")
+def _decode_b_run(src, vrow, erow, n, fq, zero):
+    """:func:`_decode_run` for B's elements into float32 values, by :func:`b_decoder`'s
+    constants ``fq`` (a kind other than ``_GENERAL``): the same values, exponents and flag,
+    from the element's own bits.  A zero or special element is ``dead`` (value +0,
+    exponent ``zero``); the exponent is ``max(field, 1) - bias - off``.  Whether any element
+    is an inf or NaN, or outside the window, is read once for the run from the largest
+    magnitude and the smallest non-zero one.
+
+    ``_decode_run`` builds each value from its significand with an int-to-float conversion
+    and ``ldexp``, with shifts by run-time amounts, in about thirty vector operations per 16
+    elements; here a value is a half conversion or a bit move, and the flag two running
+    extremes instead of a test per element."""
+    kind, window = fq[0], fq[13]
+    if kind == _AS_F16:
+        if window:
+            return _decode_b_loop(src, vrow, erow, n, fq, zero, _AS_F16, True)
+        return _decode_b_loop(src, vrow, erow, n, fq, zero, _AS_F16, False)
+    if kind == _VIA_F16:
+        if window:
+            return _decode_b_loop(src, vrow, erow, n, fq, zero, _VIA_F16, True)
+        return _decode_b_loop(src, vrow, erow, n, fq, zero, _VIA_F16, False)
+    if window:
+        return _decode_b_loop(src, vrow, erow, n, fq, zero, _VIA_F32, True)
+    return _decode_b_loop(src, vrow, erow, n, fq, zero, _VIA_F32, False)
 
 
 @njit(cache=True, _nrt=False)
@@ -400,7 +509,7 @@ def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_
     for kbi in range(nkb):  # K-blocks and groups counted, not divided out of each column
         for g in range(min(ng, (cols - kbi * KB) // G)):  # K is a multiple of G
             sp |= _decode_run(bits[r, kbi * KB + g * G:], vals[kbi, ib, g, rr], exps[kbi, ib, g, rr], G, p, q,
-                              neg, zero, off, 1, 0)
+                              neg, zero, off)
             if lows.shape[3]:
                 _low_run(bits[r, kbi * KB + g * G:], lows[kbi, ib, g, rr], G, q, sh, lo, 0, low_zero)
     return sp
@@ -1104,23 +1213,38 @@ def _aligned_empty(n, dtype):
     return buf[off:off + n]
 
 
+#: B's panels are decoded in chunks of this many rows, each on one thread, which sets its
+#: MXCSR once for the chunk (per row, the two writes cost about a tenth of a GEMV's decoding)
+PANEL_CHUNK = 16
+
+
 @njit(cache=True, _nrt=False)
-def _panel_row(src, vrow, erow, lrow, nb, nbp, nbe, p, q, neg, zero, off, lc, fma, lo, hi):
-    """One row of B's panel: ``src[:nb]`` decoded into ``vrow`` and ``erow`` (and where
-    ``fma``, its low codes into ``lrow``), each padded to its width (:func:`_pad_run`);
-    whether the row holds an inf or NaN, or an element outside the bounds ``[lo, hi]``
-    where ``lo <= hi`` (:func:`_decode_run`).  Called, not inlined, so that it is compiled once
-    for every group size rather than into each kernel's parallel loop: in alternating runs,
-    the parallel kernel's own compile (less its rows function's) went from 19-20 s to 12-14
-    s for e4m3 and from 13-20 s to 12-15 s for f16."""
+def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq, neg, zero, off, lc, fma):
+    """Rows ``k_lo .. k_hi`` of B's columns ``jb .. jb + nb`` into rows ``k - kb`` of its
+    panel: decoded into ``bpan`` and ``epan`` (and where ``fma``, their low codes into
+    ``lpan``), each padded to its width (:func:`_pad_run`), by :func:`_decode_b_run` (``fq``)
+    or, for a ``_GENERAL`` format or float64 lanes, :func:`_decode_run` (``q``).  Returns
+    whether the rows hold an inf or NaN, or an element outside ``fq``'s window (only
+    :func:`_decode_b_run` checks one: :func:`_path` sets none elsewhere).  Called, not inlined, so that it is compiled once for every group
+    size rather than into each kernel's parallel loop: in alternating runs, the parallel
+    kernel's own compile (less its rows function's) went from 19-20 s to 12-14 s for e4m3
+    and from 13-20 s to 12-15 s for f16."""
     saved = read_mxcsr()
     write_mxcsr(_I32(MXCSR_NEAREST))
-    special = _decode_run(src, vrow, erow, nb, p, q, neg, zero, off, lo, hi)
-    _pad_run(vrow, nb, nbp)
-    _pad_run(erow, nb, nbe)
-    if fma:
-        _low_run(src, lrow, nb, q, 0, lc[1], 1, lc[3])
-        _pad_run(lrow, nb, nbp)
+    special = False
+    for k in range(k_lo, k_hi):
+        src = b[k, jb:jb + nb]
+        vrow, erow = bpan[k - kb], epan[k - kb]
+        if vrow.itemsize == 4 and fq[0] != _GENERAL:
+            special |= _decode_b_run(src, vrow, erow, nb, fq, zero)
+        else:
+            special |= _decode_run(src, vrow, erow, nb, p, q, neg, zero, off)
+        _pad_run(vrow, nb, nbp)
+        _pad_run(erow, nb, nbe)
+        if fma:
+            lrow = lpan[k - kb]
+            _low_run_values(vrow, lrow, nb, lc[1], lc[3])
+            _pad_run(lrow, nb, nbp)
     write_mxcsr(saved)
     return special
 
@@ -1132,13 +1256,14 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
     (else the accumulator starts at +0 and ``out`` is only written).  Returns whether B's
     rows hold an inf or NaN in those columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s,
     with B's low codes (``lc``) decoded beside its panel.  ``lanes`` ends with the bounds
-    of B's exponents (:func:`_decode_run`; none where the first exceeds the second); an
-    element outside them counts as an inf or NaN."""
-    b_special = np.zeros(b.shape[0], np.bool_)  # per row of B, each set by one thread
+    of B's exponents (:func:`b_decoder`'s window; none where the first exceeds the second);
+    an element outside them counts as an inf or NaN."""
+    b_special = np.zeros(b.shape[0], np.bool_)  # per chunk of B's rows (at its first), each set by one thread
     m = out.shape[0]
     kk = b.shape[0]
     zero, off_b, thr, po, b_lo, b_hi = lanes
     bq = f32_decoder(bp, b.itemsize * 8, 0, neg_b)
+    bfq = b_decoder(bp, b.itemsize * 8, neg_b, off_b, b_lo, b_hi)
     NBP = _padded(NB, COLUMNS)  # the panel's and the tile's columns, padded (_padded)
     NBE = _padded(NB, EXPONENT_COLUMNS)
     bpan = _aligned_empty(KB * NBP, a_val.dtype).reshape((KB, NBP))
@@ -1151,10 +1276,11 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
         nbp, nbe = _padded(nb, COLUMNS), _padded(nb, EXPONENT_COLUMNS)
         for kb in range(0, kk, KB):
             kbs = min(KB, kk - kb)
-            for k in prange(kbs):
-                if _panel_row(b[kb + k, jb:jb + nb], bpan[k], epan[k], lpan[k], nb, nbp, nbe, bp, bq, neg_b, zero,
-                              off_b, lc, fma, b_lo, b_hi):
-                    b_special[kb + k] = True
+            for c in prange((kbs + PANEL_CHUNK - 1) // PANEL_CHUNK):
+                k0 = kb + c * PANEL_CHUNK
+                if _panel_rows(b, k0, min(k0 + PANEL_CHUNK, kb + kbs), kb, jb, nb, bpan, epan, lpan, nbp, nbe, bp,
+                               bq, bfq, neg_b, zero, off_b, lc, fma):
+                    b_special[k0] = True
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
@@ -1704,7 +1830,7 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
     whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero) if wide is None and exp_lanes is None else None
     scan = unscanned = None
-    if whole is None and bound_b and wide is None and exp_lanes is None:
+    if whole is None and bound_b and wide is None and exp_lanes is None and _checks_window(bf, b.itemsize * 8):
         a_lo, a_hi = _overall(scan_rows(a, af)[0])
         s_lo, s_hi = _overall(scan_rows(np.ascontiguousarray(b[::max(1, len(b) // B_SAMPLE_ROWS)]), bf)[0])
         unscanned = b_window(int(a_lo), int(a_hi), int(s_lo), int(s_hi), af, bf, rule.frac_bits, rule.e_zero)
@@ -1734,6 +1860,13 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
     checked = unscanned is not None and bounds[0] <= bounds[1]
     return _Path(sh, lanes, bool(wide), lc, scan, tuple(bounds) if checked else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _checks_window(bf, width) -> bool:
+    """Whether B's panel decoding checks a window for B's format (:func:`b_decoder`'s kinds
+    other than ``_GENERAL``; :func:`_decode_run` has none)."""
+    return b_decoder(bf, width, 0, 0, 1, 0)[0] != _GENERAL
 
 
 def _packed_a(path, m, kk, KB, MB, G, count=None):

@@ -35,6 +35,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .vector_ops import codegen_features
+
 ROWS = 4  #: rows of a block
 VECTORS = 4  #: 16-lane float32 (or 8-lane float64) vectors across a block of fma_block (fma_block64)
 COLUMNS = 16 * VECTORS
@@ -222,16 +224,7 @@ def fits_registers() -> bool:
     bytes, so that a block's running values and thresholds stay in them.  With 16 registers
     of 32 bytes (AVX2) each value takes two and the blocks spill: measured 1.25x slower than
     the conversion pass at 1024^3 (e4m3)."""
-    from numba import config
-
-    return _has_avx512(config.CPU_FEATURES if config.CPU_FEATURES is not None else _host_features())
-
-
-@functools.lru_cache(maxsize=None)
-def _host_features() -> str:
-    from numba.core.codegen import get_host_cpu_features
-
-    return get_host_cpu_features()
+    return _has_avx512(codegen_features())
 
 
 @functools.lru_cache(maxsize=16)

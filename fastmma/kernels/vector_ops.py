@@ -1,4 +1,4 @@
-"""Nine LLVM operations that numba does not expose, for loops that must vectorise.
+"""Ten LLVM operations that numba does not expose, for loops that must vectorise.
 
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
@@ -14,14 +14,23 @@ fuses ``a * b + c`` itself, and a multiply and an add are two vector operations 
 does.
 ``as_element_of`` converts an integer to an array's element type, so that one loop body
 computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
+``f32_from_f16_bits`` widens an IEEE half-precision number, given by its bits, to float32
+(LLVM's ``fpext`` from ``half``): ``vcvtph2ps``, 16 lanes in one instruction, where the CPU
+converts halves itself (:data:`F16_CONVERSIONS`).
 """
 
 from __future__ import annotations
 
+import functools
+import platform
+
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .bitcast import f32_bits, f32_from_bits
 
 
 @intrinsic
@@ -117,3 +126,70 @@ def lshr_i32(typingctx, x, n):
     """``x >> n`` for int32 ``x`` and ``n`` (0 <= n < 32), shifting in zeros (the bits of ``x``
     taken as unsigned), in 32 bits."""
     return _int32_op(x, n, "lshr")
+
+
+@functools.lru_cache(maxsize=None)
+def _host_features() -> str:
+    from numba.core.codegen import get_host_cpu_features
+
+    return get_host_cpu_features()
+
+
+def codegen_features() -> str:
+    """The LLVM features (comma-separated) that numba's code generator targets: the user's
+    ``NUMBA_CPU_FEATURES`` (or what :mod:`fastmma.codegen` set), else the host CPU's.  Read
+    once per process: numba's reading of the host's features takes about 160 us."""
+    return config.CPU_FEATURES if config.CPU_FEATURES is not None else _host_features()
+
+
+def _f16_conversions() -> bool:
+    """Whether numba's code generator targets a CPU that converts halves to floats itself:
+    x86 with F16C, or any 64-bit Arm.  Elsewhere LLVM would call a library routine, which the
+    JIT may not link."""
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return True
+    return "+f16c" in codegen_features().split(",")
+
+
+#: True where :func:`f32_from_f16_bits` is one instruction (:func:`_f16_conversions`).
+F16_CONVERSIONS = _f16_conversions()
+
+
+@intrinsic
+def _f32_from_f16_bits_fpext(typingctx, x):
+    """:func:`f32_from_f16_bits` by LLVM's ``fpext`` from ``half``."""
+    if isinstance(x, types.Integer):
+        def codegen(context, builder, signature, args):
+            bits = args[0]
+            if bits.type.width > 16:
+                bits = builder.trunc(bits, ir.IntType(16))
+            elif bits.type.width < 16:
+                bits = builder.zext(bits, ir.IntType(16))
+            return builder.fpext(builder.bitcast(bits, ir.HalfType()), ir.FloatType())
+
+        return types.float32(x), codegen
+
+
+@njit(cache=True, inline="always")
+def f32_from_f16_bits_by_integers(x):
+    """:func:`f32_from_f16_bits` in integer steps, for CPUs that do not convert halves: a
+    normal half's fields moved into a float32's (the exponent rebiased by 127 - 15), a
+    subnormal one's significand converted and scaled by 2^-24 (both exact), an inf or NaN
+    kept (a NaN's payload moved up with it)."""
+    h = np.int32(x) & np.int32(0xFFFF)
+    sign = np.int32(np.int32(h & np.int32(0x8000)) << np.int32(16))
+    mag = np.int32(h & np.int32(0x7FFF))
+    if mag >= np.int32(0x7C00):
+        return f32_from_bits(np.int32(sign | np.int32(0x7F800000) | np.int32((mag & np.int32(0x3FF)) << np.int32(13))))
+    if mag >= np.int32(0x400):
+        return f32_from_bits(np.int32(sign | np.int32((mag << np.int32(13)) + np.int32(112 << 23))))
+    tiny = np.float32(mag) * np.float32(2.0**-24)
+    return f32_from_bits(np.int32(sign | f32_bits(tiny)))
+
+
+#: The float32 value of the IEEE half whose bits are the low 16 bits of an integer: exact
+#: for every half, subnormals included (they are normal float32s); a NaN for a NaN.  One
+#: ``vcvtph2ps`` for 16 lanes where :data:`F16_CONVERSIONS` (LLVM's ``fpext`` from
+#: ``half``, which elsewhere calls a library routine that numba's JIT does not link),
+#: else :func:`f32_from_f16_bits_by_integers`.
+f32_from_f16_bits = _f32_from_f16_bits_fpext if F16_CONVERSIONS else f32_from_f16_bits_by_integers
