@@ -1366,3 +1366,24 @@ def test_b_decoding_where_the_cpu_does_not_convert_halves(tmp_path):
     out = subprocess.run([sys.executable, "-c", _WITHOUT_F16C], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "ok"
+
+
+def test_b_decoder_picks_the_ieee_type_each_format_is_a_narrower_field_of():
+    """f16 as a half, fp8 through a half's fields, bf16 and tf32 as float32 bits; a format
+    whose all-ones exponent is finite, as wide as the IEEE type's (a non-IEEE 5-bit or 8-bit
+    exponent), or with another bias where it would be read as float32 bits, decodes the
+    general way (_decode_run)."""
+    from fastmma.kernels.fused_gemm import _AS_F16, _VIA_F16
+
+    def kind(p, width):
+        return b_decoder(p, width, 0, 0, 1, 0)[0]
+
+    half = (lambda k: k) if F16_CONVERSIONS else (lambda k: _GENERAL)
+    assert kind(format_params("f16"), 16) == half(_AS_F16)
+    assert kind(format_params("e4m3"), 8) == half(_VIA_F16)  # 4-bit exponent: never a half's all-ones field
+    assert kind(format_params("e5m2"), 8) == half(_VIA_F16)
+    assert kind(format_params("bf16"), 16) == _VIA_F32
+    assert kind(format_params("tf32"), 32) == _VIA_F32
+    assert kind((5, 2, 15, 0, 0), 8) == _GENERAL  # e5m2's fields with a finite all-ones exponent
+    assert kind((8, 7, 127, 0, 0), 16) == _GENERAL  # bf16's, the same
+    assert kind((8, 7, 120, 1, 0), 16) == _GENERAL  # another bias

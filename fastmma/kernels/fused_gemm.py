@@ -397,14 +397,15 @@ _AS_F16, _VIA_F16, _VIA_F32, _GENERAL = 0, 1, 2, 3
 def b_decoder(p, width, neg, off, lo, hi):
     """The constants of :func:`_decode_b_run` for B's elements of format ``p`` held in
     ``width``-bit integers, negated if ``neg``, their exponents less ``off``, with the
-    window ``[lo, hi]`` of :func:`_decode_run` (none where ``lo > hi``).
+    window ``[lo, hi]`` of :func:`b_window` (none where ``lo > hi``).
 
     Every float format that B can hold is an IEEE half or float32 with a narrower field
     (:func:`_decode_b_run`'s kinds): f16 as it is (``_AS_F16``); e4m3 and e5m2 with their
     fields moved into a half's, whose value times ``2^(15 - bias)`` is theirs
     (``_VIA_F16``, where the CPU converts halves, :data:`.vector_ops.F16_CONVERSIONS`);
-    bf16 and tf32 as the top bits of a float32 (``_VIA_F32``).  Any other format is
-    ``_GENERAL``: :func:`_decode_run`.  The window becomes two thresholds on the element's
+    bf16 and tf32 as the top bits of a float32 (``_VIA_F32``).  A field as wide as the
+    IEEE type's must keep its all-ones exponent for infinities and NaNs.  Any other format
+    is ``_GENERAL``: :func:`_decode_run`.  The window becomes two thresholds on the element's
     magnitude bits: at or above ``hi_mag`` (or an inf or NaN, at or above ``key``) an
     element is flagged, and so is a non-zero one below ``lo_mag``."""
     ebits, mbits, bias, ieee, low = p[0], p[1], p[2], p[3], p[4]
@@ -413,9 +414,9 @@ def b_decoder(p, width, neg, off, lo, hi):
     key = (((1 << ebits) - 1) << fshift) if ieee else mag
     if F16_CONVERSIONS and width == 16 and ebits == 5 and mbits == 10 and bias == 15 and low == 0:
         kind, up, keep, flip = _AS_F16, 0, -1, neg << 15
-    elif F16_CONVERSIONS and width <= 16 and ebits <= 5 and fshift <= 10:
+    elif F16_CONVERSIONS and width <= 16 and (ebits < 5 or ebits == 5 and ieee) and fshift <= 10:
         kind, up, keep, flip = _VIA_F16, 10 - fshift, -1, neg << 15
-    elif width <= 32 and ebits == 8 and bias == 127:
+    elif width <= 32 and ebits == 8 and ieee and bias == 127:
         kind, up, keep, flip = _VIA_F32, 32 - width, -(1 << (low + 32 - width)), neg << 31
     else:
         kind, up, keep, flip = _GENERAL, 0, -1, 0
@@ -1225,10 +1226,11 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
     ``lpan``), each padded to its width (:func:`_pad_run`), by :func:`_decode_b_run` (``fq``)
     or, for a ``_GENERAL`` format or float64 lanes, :func:`_decode_run` (``q``).  Returns
     whether the rows hold an inf or NaN, or an element outside ``fq``'s window (only
-    :func:`_decode_b_run` checks one: :func:`_path` sets none elsewhere).  Called, not inlined, so that it is compiled once for every group
-    size rather than into each kernel's parallel loop: in alternating runs, the parallel
-    kernel's own compile (less its rows function's) went from 19-20 s to 12-14 s for e4m3
-    and from 13-20 s to 12-15 s for f16."""
+    :func:`_decode_b_run` checks one: :func:`_path` sets none elsewhere).  Called, not
+    inlined, so that it is compiled once for every group size rather than into each
+    kernel's parallel loop: in alternating runs, the parallel kernel's own compile (less its
+    rows function's) went from 19-20 s to 12-14 s for e4m3 and from 13-20 s to 12-15 s for
+    f16."""
     saved = read_mxcsr()
     write_mxcsr(_I32(MXCSR_NEAREST))
     special = False

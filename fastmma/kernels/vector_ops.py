@@ -16,7 +16,7 @@ does.
 computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
 ``f32_from_f16_bits`` widens an IEEE half-precision number, given by its bits, to float32
 (LLVM's ``fpext`` from ``half``): ``vcvtph2ps``, 16 lanes in one instruction, where the CPU
-converts halves itself (:data:`F16_CONVERSIONS`).
+converts halves itself (:data:`F16_CONVERSIONS`); in integer steps elsewhere.
 """
 
 from __future__ import annotations
