@@ -1270,11 +1270,11 @@ def _decode_b_runs(bits, p, neg, off, lo, hi, zero, vals, exps, flags):
     """B's decoding in runs of 64 elements, a flag for each run (none where b_decoder's
     kind, which it returns, is _GENERAL)."""
     fq = b_decoder(p, bits.itemsize * 8, neg, off, lo, hi)
-    if fq[0] != _GENERAL:
+    if fq.kind != _GENERAL:
         for c in range(len(flags)):
             k = c * 64
             flags[c] = _decode_b_run(bits[k:], vals[k:], exps[k:], min(64, len(bits) - k), fq, zero)
-    return fq[0]
+    return fq.kind
 
 
 @pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2"])
@@ -1339,7 +1339,7 @@ from fastmma.kernels.fused_gemm import _GENERAL, b_decoder, fused_gemm
 rng = np.random.default_rng(11)
 for text, m in [("wgmma.mma_async.m64n8k16.f32.f16.f16", 3), ("wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", 20)]:
     inst = parse(text)
-    assert b_decoder(format_params(inst.btype), get_format(inst.btype).bits, 0, 0, 1, 0)[0] == _GENERAL
+    assert b_decoder(format_params(inst.btype), get_format(inst.btype).bits, 0, 0, 1, 0).kind == _GENERAL
     a, b = (rng.integers(0, 1 << get_format(t).bits, shape, dtype=np.uint64).astype(get_format(t).storage)
             for t, shape in ((inst.atype, (m, 96)), (inst.btype, (96, 300))))
     c = rng.standard_normal((m, 300)).astype(np.float32).view(np.uint32)
@@ -1376,7 +1376,7 @@ def test_b_decoder_picks_the_ieee_type_each_format_is_a_narrower_field_of():
     from fastmma.kernels.fused_gemm import _AS_F16, _VIA_F16
 
     def kind(p, width):
-        return b_decoder(p, width, 0, 0, 1, 0)[0]
+        return b_decoder(p, width, 0, 0, 1, 0).kind
 
     half = (lambda k: k) if F16_CONVERSIONS else (lambda k: _GENERAL)
     assert kind(format_params("f16"), 16) == half(_AS_F16)

@@ -393,6 +393,26 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
 _AS_F16, _VIA_F16, _VIA_F32, _GENERAL = 0, 1, 2, 3
 
 
+class BDecoder(NamedTuple):
+    """The constants of :func:`_decode_b_run`, as :func:`b_decoder` works them out; the
+    magnitude bits ``m`` of an element are its bits less the sign, in place."""
+
+    kind: int  # _AS_F16, _VIA_F16, _VIA_F32 or _GENERAL
+    mag: np.int32  # the mask of the magnitude bits
+    key: np.int32  # magnitudes at or above it are infinities or NaNs
+    fshift: np.int32  # where the exponent field starts
+    bias_off: np.int32  # bias + off: the field less it is the exponent as stored
+    up: np.int32  # how far the magnitude moves up into the half's or float32's fields
+    keep: np.int32  # the bits of a float32 that a _VIA_F32 element fills
+    flip: np.int32  # the sign bit of the half or float32 where B is negated, else 0
+    sbit: np.int32  # the element's sign bit
+    sign_up: np.int32  # how far it moves up to a half's sign bit (_VIA_F16)
+    scale: np.float32  # 2^(15 - bias) for _VIA_F16, else 1
+    hi_mag: np.int32  # a magnitude at or above it is flagged
+    lo_mag: np.int32  # a non-zero magnitude below it is flagged
+    window: bool  # whether lo_mag and hi_mag check a window
+
+
 @njit(cache=True, inline="always")
 def b_decoder(p, width, neg, off, lo, hi):
     """The constants of :func:`_decode_b_run` for B's elements of format ``p`` held in
@@ -428,21 +448,20 @@ def b_decoder(p, width, neg, off, lo, hi):
         lo_mag = 0 if bottom <= 1 else min(bottom << fshift, 2**31 - 1)
     scale = np.float32(2.0 ** (15 - bias)) if kind == _VIA_F16 else np.float32(1)
     sign_up = 16 - width if kind == _VIA_F16 else 0
-    return (kind, _I32(mag), _I32(key), _I32(fshift), _I32(bias + off), _I32(up), _I32(keep), _I32(flip),
-            _I32(1 << (width - 1)), _I32(sign_up), scale, _I32(hi_mag), _I32(lo_mag), lo <= hi)
+    return BDecoder(kind, _I32(mag), _I32(key), _I32(fshift), _I32(bias + off), _I32(up), _I32(keep), _I32(flip),
+                    _I32(1 << (width - 1)), _I32(sign_up), scale, _I32(hi_mag), _I32(lo_mag), lo <= hi)
 
 
 @njit(cache=True, inline="always")
 def _b_value(x, m, fq, kind):
     """The float32 value of the element ``x`` (as int32) whose magnitude bits are ``m``, by
     ``kind`` (:func:`b_decoder`); meaningless for a zero or special element."""
-    up, keep, flip, sbit, sign_up, scale = fq[5], fq[6], fq[7], fq[8], fq[9], fq[10]
     if kind == _AS_F16:
-        return f32_from_f16_bits(_I32(x ^ flip))
+        return f32_from_f16_bits(_I32(x ^ fq.flip))
     if kind == _VIA_F16:
-        t = _I32(shl_i32(m, up) | shl_i32(_I32(x & sbit), sign_up))
-        return f32_from_f16_bits(_I32(t ^ flip)) * scale
-    return f32_from_bits(_I32(_I32(shl_i32(x, up) & keep) ^ flip))
+        t = _I32(shl_i32(m, fq.up) | shl_i32(_I32(x & fq.sbit), fq.sign_up))
+        return f32_from_f16_bits(_I32(t ^ fq.flip)) * fq.scale
+    return f32_from_bits(_I32(_I32(shl_i32(x, fq.up) & fq.keep) ^ fq.flip))
 
 
 @njit(cache=True, inline="always")
@@ -450,7 +469,7 @@ def _decode_b_loop(src, vrow, erow, n, fq, zero, kind, window):
     """:func:`_decode_b_run`'s loop for one ``kind`` and ``window``, each a constant where
     it is called, so that the loop holds only its own kind's steps: with the kind tested
     inside, LLVM computed all three and spilled registers."""
-    mag_mask, key, fshift, bias_off, hi_mag, lo_mag = fq[1], fq[2], fq[3], fq[4], fq[11], fq[12]
+    mag_mask, key, fshift, bias_off = fq.mag, fq.key, fq.fshift, fq.bias_off
     z = as_element_of(zero, erow)
     largest = _I32(0)
     smallest = _I32(2**31 - 1)  # of the non-zero magnitudes, where a window is checked
@@ -465,7 +484,7 @@ def _decode_b_loop(src, vrow, erow, n, fq, zero, kind, window):
         largest = max(largest, m)
         if window:
             smallest = min(smallest, _I32(2**31 - 1) if m == _I32(0) else m)
-    return (largest >= hi_mag) | (smallest < lo_mag)
+    return (largest >= fq.hi_mag) | (smallest < fq.lo_mag)
 
 
 @njit(cache=True, inline="always")
@@ -481,7 +500,7 @@ def _decode_b_run(src, vrow, erow, n, fq, zero):
     and ``ldexp``, with shifts by run-time amounts, in about thirty vector operations per 16
     elements; here a value is a half conversion or a bit move, and the flag two running
     extremes instead of a test per element."""
-    kind, window = fq[0], fq[13]
+    kind, window = fq.kind, fq.window
     if kind == _AS_F16:
         if window:
             return _decode_b_loop(src, vrow, erow, n, fq, zero, _AS_F16, True)
@@ -1237,7 +1256,7 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
     for k in range(k_lo, k_hi):
         src = b[k, jb:jb + nb]
         vrow, erow = bpan[k - kb], epan[k - kb]
-        if vrow.itemsize == 4 and fq[0] != _GENERAL:
+        if vrow.itemsize == 4 and fq.kind != _GENERAL:
             special |= _decode_b_run(src, vrow, erow, nb, fq, zero)
         else:
             special |= _decode_run(src, vrow, erow, nb, p, q, neg, zero, off)
@@ -1868,7 +1887,7 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
 def _checks_window(bf, width) -> bool:
     """Whether B's panel decoding checks a window for B's format (:func:`b_decoder`'s kinds
     other than ``_GENERAL``; :func:`_decode_run` has none)."""
-    return b_decoder(bf, width, 0, 0, 1, 0)[0] != _GENERAL
+    return b_decoder(bf, width, 0, 0, 1, 0).kind != _GENERAL
 
 
 def _packed_a(path, m, kk, KB, MB, G, count=None):
