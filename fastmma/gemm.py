@@ -16,6 +16,7 @@ instruction uses, so the recorded hardware cases exercise the very kernels a GEM
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import lru_cache
 
@@ -121,13 +122,13 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
 
 def _rows(x, batch):
     """A stack of matrices broadcast to ``batch`` as one matrix: their rows one after another."""
-    return np.broadcast_to(x, batch + x.shape[-2:]).reshape(-1, x.shape[-1])
+    return np.broadcast_to(x, batch + x.shape[-2:]).reshape(math.prod(batch) * x.shape[-2], x.shape[-1])
 
 
 def _columns(x, batch):
     """A stack of matrices broadcast to ``batch`` as one matrix: their columns side by side."""
     rows = x.shape[-2]
-    return np.moveaxis(np.broadcast_to(x, batch + x.shape[-2:]), -2, 0).reshape(rows, -1)
+    return np.moveaxis(np.broadcast_to(x, batch + x.shape[-2:]), -2, 0).reshape(rows, math.prod(batch) * x.shape[-1])
 
 
 def _stack(inst, a, b, c, batch, progress):

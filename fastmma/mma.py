@@ -10,6 +10,8 @@ in registers or memory does not matter here: see :mod:`fastmma.wmma` and
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
@@ -76,7 +78,7 @@ def stack_bits(values, fmt_name: str, name: str, shape: tuple[int, int] | None =
 def flat_stack(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     """A stack of matrices broadcast to ``batch``, as one list of matrices (S, rows,
     columns); a copy only where ``x`` was broadcast."""
-    return np.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+    return np.broadcast_to(x, batch + x.shape[-2:]).reshape((math.prod(batch),) + x.shape[-2:])
 
 
 def batch_shape(a, b, c) -> tuple[int, ...]:

@@ -264,6 +264,31 @@ def test_empty_stack():
     assert got.shape == (3, 0, 4, 8) and got.dtype == np.float16
 
 
+@pytest.mark.parametrize("a_shape, b_shape, c_shape", [
+    ((2, 0, 0), (2, 0, 0), None), ((0, 0), (2, 0, 0), None), ((2, 0, 16), (16, 8), None), ((2, 4, 16), (16, 0), None),
+    ((4, 16), (2, 16, 0), None), ((2, 3, 0), (2, 0, 5), (2, 3, 5)), ((3, 0), (2, 0, 5), (3, 5)), ((2, 3, 0), (0, 5), None),
+])
+def test_stacks_of_matrices_with_no_rows_columns_or_k(a_shape, b_shape, c_shape):
+    """Stacks whose matrices have a zero M, N or K, with one A, one B or both stacked (found
+    by the long hostile-input run: numpy could not infer a -1 in a reshape of no elements).
+    D has numpy.matmul's shape, and each of its matrices is the 2-D call's on that matrix:
+    where K is 0, C's values (a -0 kept, as test_k_zero_returns_c has it) or +0."""
+    text = "m64n8k16.f32.f16.f16"
+    rng = np.random.default_rng(13)
+    A = rng.standard_normal(a_shape).astype(np.float16)
+    B = rng.standard_normal(b_shape).astype(np.float16)
+    C = None if c_shape is None else np.where(rng.random(c_shape) < 0.5, -0.0, rng.standard_normal(c_shape)).astype(np.float32)
+    got = matmul(A, B, C, instruction=text)
+    batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], () if C is None else C.shape[:-2])
+    assert got.shape == batch + (A.shape[-2], B.shape[-1]) and got.dtype == np.float32
+    for index in np.ndindex(*batch):
+        pick = lambda x: None if x is None else np.broadcast_to(x, batch + x.shape[-2:])[index]
+        assert np.array_equal(bits(got[index]), bits(matmul(pick(A), pick(B), pick(C), instruction=text))), index
+        if A.shape[-1] == 0:  # K = 0: D is C, or +0 where there is none
+            want = np.zeros(got.shape[-2:], np.float32) if C is None else np.broadcast_to(pick(C), got.shape[-2:])
+            assert np.array_equal(bits(got[index]), bits(want)), index
+
+
 @pytest.mark.parametrize("call,needle", [
     (lambda: matmul(np.zeros((2, 4, 16), np.float16), np.zeros((3, 16, 8), np.float16),
                     instruction="m64n8k16.f32.f16.f16"), r"broadcast together, got A \(2,\), B \(3,\)"),
