@@ -304,6 +304,17 @@ def test_d_pack_unpack_round_trip(dtype, n):
     assert np.array_equal(pack_d(unpack_d(r, dtype, n), dtype), r)
 
 
+@pytest.mark.parametrize("atype,k,regs", [("f16", 16, 4), ("tf32", 8, 4), ("e4m3", 32, 4), ("b1", 256, 4)])
+def test_empty_stacks_of_fragments(atype, k, regs):
+    """A stack of no matrices packs into a stack of no register files and back, with the
+    shapes of a longer stack (a reshape with -1 had failed on no elements)."""
+    dtype = {"f16": np.uint16, "tf32": np.uint32}.get(atype, np.uint8)
+    assert pack_a(np.zeros((0, 64, k), dtype), atype).shape == (0, 128, regs)
+    assert unpack_a(np.zeros((2, 0, 128, regs), np.uint32), atype).shape == (2, 0, 64, k)
+    assert pack_d(np.zeros((0, 64, 24), np.float32), "f32").shape == (0, 128, d_regs(24, "f32"))
+    assert unpack_d(np.zeros((0, 128, d_regs(24, "f16")), np.uint32), "f16", 24).shape == (0, 64, 24)
+
+
 def test_f16_accumulator_halves():
     d = np.zeros((64, 8), np.uint16)
     d[17, 3] = 0x1234  # thread 37 (g 1, q 1): f32 value 1 -> row 17, col 3 -> f16 reg 0 high half

@@ -177,6 +177,17 @@ def test_unpack_reads_first_copy():
     assert not np.array_equal(unpack_fragment(first_spoiled, lay), bits)
 
 
+@pytest.mark.parametrize("matrix,shape,etype", [("a", "m16n16k16", "f16"), ("b", "m8n8k32", "s4"),
+                                                 ("a", "m8n8k128", "b1"), ("c", "m8n8k4", "f64")])
+def test_empty_stacks_of_fragments(matrix, shape, etype):
+    """A stack of no matrices packs into a stack of no fragments and back, with the shapes of
+    a longer stack (a reshape with -1 had failed on no elements)."""
+    lay = fragment_layout(matrix, shape, etype, "row")
+    storage = {"f16": np.uint16, "f64": np.uint64}.get(etype, np.uint8)
+    assert pack_fragment(np.zeros((0, lay.rows, lay.cols), storage), lay).shape == (0, 32, lay.words)
+    assert unpack_fragment(np.zeros((3, 0, 32, lay.words), np.uint32), lay).shape == (3, 0, lay.rows, lay.cols)
+
+
 def test_fragment_errors():
     with pytest.raises(OperandError, match="element type"):
         fragment_layout("a", "m8n8k4", "f16", "row")

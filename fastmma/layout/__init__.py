@@ -34,7 +34,7 @@ def slots_to_words(slots: np.ndarray, bits: int) -> np.ndarray:
         words = np.packbits(slots.astype(np.uint8), axis=-1, bitorder="little")
     else:
         per = 32 // bits
-        v = slots.astype(np.uint32).reshape(*slots.shape[:-1], -1, per)
+        v = slots.astype(np.uint32).reshape(*slots.shape[:-1], slots.shape[-1] // per, per)
         return np.bitwise_or.reduce(v << (np.arange(per, dtype=np.uint32) * bits), axis=-1)
     return np.ascontiguousarray(words).view("<u4").astype(np.uint32, copy=False)
 
@@ -48,4 +48,4 @@ def words_to_slots(words: np.ndarray, bits: int) -> np.ndarray:
         return np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
     per = 32 // bits
     shifted = words[..., None] >> (np.arange(per, dtype=np.uint32) * bits)
-    return (shifted & np.uint32((1 << bits) - 1)).reshape(*words.shape[:-1], -1)
+    return (shifted & np.uint32((1 << bits) - 1)).reshape(*words.shape[:-1], words.shape[-1] * per)

@@ -216,7 +216,7 @@ def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
         raise OperandError(f"bits of .{fmt.name} must lie in [0, {(1 << fmt.bits) - 1}]; "
                            f"got max {bits.max()}")
     source, empty = layout.gather
-    vals = np.take(bits.reshape(*bits.shape[:-2], -1), source, axis=-1)
+    vals = np.take(bits.reshape(*bits.shape[:-2], layout.rows * layout.cols), source, axis=-1)  # no -1: a stack may be empty
     if empty is not None:
         vals[..., empty] = 0
     return slots_to_words(vals, fmt.bits)
@@ -235,6 +235,7 @@ def unpack_fragment(words: np.ndarray, layout: FragmentLayout) -> np.ndarray:
             f".{layout.shape}, .{layout.elem_type}); got dtype {words.dtype}, shape {words.shape}"
         )
     fmt = get_format(layout.elem_type)
-    slots = words_to_slots(words, fmt.bits).reshape(*words.shape[:-2], -1)
+    slots = words_to_slots(words, fmt.bits)
+    slots = slots.reshape(*words.shape[:-2], slots.shape[-2] * slots.shape[-1])
     elems = np.take(slots, layout.first, axis=-1).astype(fmt.storage, copy=False)
     return elems.reshape(*words.shape[:-2], layout.rows, layout.cols)
