@@ -160,6 +160,51 @@ def test_wrong_arrays_to_mma_and_matmul(text, a, b, c, seed, whole):
         assert _is_ours(exc), f"{type(exc).__name__}: {exc}"
 
 
+def _fragment_codecs():
+    """``(pack, unpack, element tail, register tail)`` of each fragment packing: wmma's
+    fragments of several shapes and element widths, wgmma's A and D registers."""
+    from fastmma.layout.wgmma_fragments import d_regs, pack_a, pack_d, unpack_a, unpack_d
+    from fastmma.layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
+
+    codecs = []
+    for matrix, shape, etype in [("a", "m16n16k16", "f16"), ("b", "m8n8k32", "s4"), ("a", "m8n8k128", "b1"),
+                                 ("c", "m8n8k4", "f64"), ("d", "m16n16k8", "f32")]:
+        lay = fragment_layout(matrix, shape, etype, "row")
+        codecs.append((lambda x, lay=lay: pack_fragment(x, lay), lambda w, lay=lay: unpack_fragment(w, lay),
+                       (lay.rows, lay.cols), (32, lay.words)))
+    for atype, k in [("f16", 16), ("tf32", 8), ("e4m3", 32), ("b1", 256)]:
+        codecs.append((lambda x, t=atype: pack_a(x, t), lambda r, t=atype: unpack_a(r, t), (64, k), (128, 4)))
+    for dtype, n in [("f32", 8), ("f16", 24), ("s32", 16)]:
+        codecs.append((lambda x, t=dtype: pack_d(x, t), lambda r, t=dtype, n=n: unpack_d(r, t, n), (64, n),
+                       (128, d_regs(n, dtype))))
+    return codecs
+
+
+FRAGMENT_CODECS = _fragment_codecs()
+
+
+@FUZZ
+@given(codec=st.integers(0, len(FRAGMENT_CODECS) - 1), batch=st.lists(st.integers(0, 3), max_size=2).map(tuple),
+       tail=st.one_of(st.none(), st.lists(st.integers(0, 300), max_size=3).map(tuple)),
+       dtype=st.sampled_from([np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int32, np.float16, np.float32,
+                              np.float64, np.bool_, np.complex64, object]),
+       seed=st.integers(0, 2**32 - 1), packing=st.booleans())
+def test_wrong_arrays_to_fragment_packing(codec, batch, tail, dtype, seed, packing):
+    """Packing and unpacking of fragments and wgmma registers, on stacks (empty ones too) of
+    the right matrices (``tail`` None) or of any shape, in any dtype: a stack of the input's
+    leading shape, or a fastmma error."""
+    pack, unpack, elements, registers = FRAGMENT_CODECS[codec]
+    shape = batch + (tail if tail is not None else (elements if packing else registers))
+    rng = np.random.default_rng(seed)
+    x = np.empty(shape, object) if dtype is object else rng.integers(0, 2, shape).astype(dtype)
+    try:
+        out = pack(x) if packing else unpack(x)
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc}"
+    else:
+        assert out.shape == x.shape[:-2] + (registers if packing else elements)
+
+
 WMMA_LOADS = ["wmma.load.a.sync.aligned.row.m16n16k16.f16", "wmma.load.c.sync.aligned.col.m8n8k4.f64",
               "wmma.load.b.sync.aligned.col.m8n8k128.b1", "wmma.load.a.sync.aligned.row.m8n8k32.s4"]
 
