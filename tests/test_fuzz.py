@@ -294,3 +294,74 @@ def test_warpgroup_registers_against_a_dict(ops):
     assert wg.registers == {n: b for n, (b, _) in model.items()}
     for n, (b, v) in model.items():
         np.testing.assert_array_equal(wg.read(n), v)
+
+
+# Straight-line programs for the interpreter's fuzzer: each runs as it stands (the wgmma one
+# against a 32 KiB shared-memory image, descriptors of MatrixDescriptor(0, 128, 256) and
+# (16384, 128, 256); the wmma one on 8 KiB of global memory).
+PTX_PROGRAMS = [
+    """.reg .b64 %rd<2>;
+.reg .f32 %f<4>;
+.reg .pred %p<2>;
+.reg .b32 %r<2>;
+mov.b64 %rd0, 0x1000080000;
+mov.b64 %rd1, 0x1000080400;
+mov.f32 %f0, 0f3F800000;
+mov.f32 %f1, -2.5;
+mov.f32 %f2, 0.0;
+mov.f32 %f3, 1e-3;
+mov.u32 %r1, %tid.x;
+setp.lt.u32 %p1, %r1, 64;
+@%p1 mov.f32 %f2, 3.0;
+mov.b32 %r0, 1;
+setp.ne.b32 %p0, %r0, 0;
+wgmma.fence.sync.aligned;
+wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f0, %f1, %f2, %f3}, %rd0, %rd1, %p0, 1, -1, 0, 1;
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+""",
+    """.reg .b64 %rd<2>;
+.reg .b32 %r<8>, %s<8>, %c<8>, %d<8>;
+mov.u64 %rd0, 0;
+wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7}, [%rd0];
+wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {%s0, %s1, %s2, %s3, %s4, %s5, %s6, %s7}, [%rd0];
+wmma.load.c.sync.aligned.row.m16n16k16.global.f32 {%c0, %c1, %c2, %c3, %c4, %c5, %c6, %c7}, [%rd0+1024];
+wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7},
+    {%r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7}, {%s0, %s1, %s2, %s3, %s4, %s5, %s6, %s7},
+    {%c0, %c1, %c2, %c3, %c4, %c5, %c6, %c7};
+wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd0+4096], {%d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7}, 32;
+""",
+]
+PTX_PIECES = ["%r0", "%rd0", "%f0", "%p0", "[", "]", "{", "}", ",", ";", ".f32", ".b64", ".reg", "0x", "-1", "1e400",
+              "0f7FC00000", "0d", "@", "!", "%tid.x", "+", "4096", "-99999999999999999999", ".shared", ".global",
+              "<0>", "<99999999>", "mov.b32", "setp.lt.u32", "wgmma.fence.sync.aligned", "\n", "//", "/*", "*/",
+              "\x00", "é", "::", ".", "%", "1.5", "0b101"]
+
+
+@FUZZ
+@given(program=st.sampled_from(range(len(PTX_PROGRAMS))),
+       edits=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["insert", "delete", "copy"]),
+                                st.sampled_from(PTX_PIECES), st.integers(1, 30), st.floats(0, 1)),
+                      min_size=1, max_size=4),
+       memory=st.sampled_from(["none", "smem", "global0", "global16", "global8k"]))
+def test_mutated_programs_to_the_interpreter(program, edits, memory):
+    """The interpreter on its own programs with text inserted, deleted or copied elsewhere:
+    it runs, or raises a fastmma error (syntax, declarations, operands, bounds, hazards)."""
+    from fastmma import ptx
+
+    src = PTX_PROGRAMS[program]
+    for where, edit, piece, length, other in edits:
+        pos = int(where * len(src))
+        if edit == "insert":
+            src = src[:pos] + piece + src[pos:]
+        elif edit == "delete":
+            src = src[:pos] + src[pos + length:]
+        else:
+            q = int(other * len(src))
+            src = src[:pos] + src[q:q + length] + src[pos:]
+    kw = {"none": {}, "smem": {"smem": np.zeros(32768, np.uint8)}, "global0": {"global_mem": np.zeros(0, np.uint8)},
+          "global16": {"global_mem": np.zeros(16, np.uint8)}, "global8k": {"global_mem": np.zeros(8192, np.uint8)}}
+    try:
+        ptx.run(src, **kw[memory])
+    except Exception as exc:  # noqa: BLE001
+        assert _is_ours(exc), f"{type(exc).__name__}: {exc} in {src!r}"
