@@ -266,7 +266,8 @@ def test_empty_stack():
 
 @pytest.mark.parametrize("a_shape, b_shape, c_shape", [
     ((2, 0, 0), (2, 0, 0), None), ((0, 0), (2, 0, 0), None), ((2, 0, 16), (16, 8), None), ((2, 4, 16), (16, 0), None),
-    ((4, 16), (2, 16, 0), None), ((2, 3, 0), (2, 0, 5), (2, 3, 5)), ((3, 0), (2, 0, 5), (3, 5)), ((2, 3, 0), (0, 5), None),
+    ((4, 16), (2, 16, 0), None), ((2, 3, 0), (2, 0, 5), (2, 3, 5)), ((3, 0), (2, 0, 5), (3, 5)),
+    ((2, 3, 0), (0, 5), None),
 ])
 def test_stacks_of_matrices_with_no_rows_columns_or_k(a_shape, b_shape, c_shape):
     """Stacks whose matrices have a zero M, N or K, with one A, one B or both stacked (found
@@ -277,7 +278,8 @@ def test_stacks_of_matrices_with_no_rows_columns_or_k(a_shape, b_shape, c_shape)
     rng = np.random.default_rng(13)
     A = rng.standard_normal(a_shape).astype(np.float16)
     B = rng.standard_normal(b_shape).astype(np.float16)
-    C = None if c_shape is None else np.where(rng.random(c_shape) < 0.5, -0.0, rng.standard_normal(c_shape)).astype(np.float32)
+    C = None if c_shape is None else np.where(rng.random(c_shape) < 0.5, -0.0, rng.standard_normal(c_shape))
+    C = None if C is None else C.astype(np.float32)
     got = matmul(A, B, C, instruction=text)
     batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], () if C is None else C.shape[:-2])
     assert got.shape == batch + (A.shape[-2], B.shape[-1]) and got.dtype == np.float32

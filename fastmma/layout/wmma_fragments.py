@@ -216,7 +216,8 @@ def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
         raise OperandError(f"bits of .{fmt.name} must lie in [0, {(1 << fmt.bits) - 1}]; "
                            f"got max {bits.max()}")
     source, empty = layout.gather
-    vals = np.take(bits.reshape(*bits.shape[:-2], layout.rows * layout.cols), source, axis=-1)  # no -1: a stack may be empty
+    # the sizes named, not -1: numpy cannot infer one for a stack of no matrices
+    vals = np.take(bits.reshape(*bits.shape[:-2], layout.rows * layout.cols), source, axis=-1)
     if empty is not None:
         vals[..., empty] = 0
     return slots_to_words(vals, fmt.bits)
