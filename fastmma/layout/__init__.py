@@ -23,6 +23,13 @@ def register_file(values, threads: int, words: int, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr).view(np.uint32)
 
 
+def flat_matrices(x: np.ndarray) -> np.ndarray:
+    """A stack of matrices ``[..., rows, cols]`` as a stack of rows ``[..., rows * cols]``.
+    The size is named rather than left to numpy as -1, which it cannot infer for a stack of
+    no matrices."""
+    return x.reshape(x.shape[:-2] + (x.shape[-2] * x.shape[-1],))
+
+
 def slots_to_words(slots: np.ndarray, bits: int) -> np.ndarray:
     """Registers ``uint32[..., W]`` from each thread's element slots ``[..., W * 32 / bits]``
     (one ``bits``-wide element each): slot 0 in the lowest bits of word 0, as the fragments

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import OperandError
 from ..formats import Format, as_numpy, get_format, to_bits
-from . import slots_to_words, words_to_slots
+from . import flat_matrices, slots_to_words, words_to_slots
 
 THREADS = 128
 M = 64
@@ -151,14 +151,13 @@ def _slots(kind: str, key) -> tuple[np.ndarray, np.ndarray]:
 
 def _pack(bits: np.ndarray, index: np.ndarray, nbits: int) -> np.ndarray:
     """Registers ``uint32[..., 128, R]`` from element bits ``[..., M, cols]``."""
-    flat = bits.reshape(bits.shape[:-2] + (bits.shape[-2] * bits.shape[-1],))  # no -1: a stack may be empty
+    flat = flat_matrices(bits)
     return slots_to_words(np.take(flat, index, axis=-1), nbits)  # np.take: faster than flat[..., index]
 
 
 def _unpack(regs: np.ndarray, inverse: np.ndarray, nbits: int, cols: int, dtype) -> np.ndarray:
     """Element bits ``[..., M, cols]`` (``dtype``) held in registers ``[..., 128, R]``."""
-    slots = words_to_slots(regs, nbits)
-    flat = np.take(slots.reshape(regs.shape[:-2] + (slots.shape[-2] * slots.shape[-1],)), inverse, axis=-1)
+    flat = np.take(flat_matrices(words_to_slots(regs, nbits)), inverse, axis=-1)
     return flat.reshape(regs.shape[:-2] + (M, cols)).astype(dtype, copy=False)
 
 

@@ -62,7 +62,7 @@ import numpy as np
 
 from ..errors import OperandError
 from ..formats import as_numpy, get_format
-from . import slots_to_words, words_to_slots
+from . import flat_matrices, slots_to_words, words_to_slots
 from .wmma_memory import SHAPES, check_layout, check_operand, fragment_registers, matrix_dims
 
 WARP_SIZE = 32
@@ -216,8 +216,7 @@ def pack_fragment(bits: np.ndarray, layout: FragmentLayout) -> np.ndarray:
         raise OperandError(f"bits of .{fmt.name} must lie in [0, {(1 << fmt.bits) - 1}]; "
                            f"got max {bits.max()}")
     source, empty = layout.gather
-    # the sizes named, not -1: numpy cannot infer one for a stack of no matrices
-    vals = np.take(bits.reshape(*bits.shape[:-2], layout.rows * layout.cols), source, axis=-1)
+    vals = np.take(flat_matrices(bits), source, axis=-1)
     if empty is not None:
         vals[..., empty] = 0
     return slots_to_words(vals, fmt.bits)
@@ -236,7 +235,6 @@ def unpack_fragment(words: np.ndarray, layout: FragmentLayout) -> np.ndarray:
             f".{layout.shape}, .{layout.elem_type}); got dtype {words.dtype}, shape {words.shape}"
         )
     fmt = get_format(layout.elem_type)
-    slots = words_to_slots(words, fmt.bits)
-    slots = slots.reshape(*words.shape[:-2], slots.shape[-2] * slots.shape[-1])
+    slots = flat_matrices(words_to_slots(words, fmt.bits))
     elems = np.take(slots, layout.first, axis=-1).astype(fmt.storage, copy=False)
     return elems.reshape(*words.shape[:-2], layout.rows, layout.cols)
