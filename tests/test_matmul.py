@@ -205,6 +205,11 @@ STACKS = [  # (A's, B's, C's batch dimensions): B shared, A shared, neither, C a
 ]
 
 
+def _matrix_of(x, batch, index):
+    """Matrix ``index`` of the stack ``x`` broadcast to ``batch`` (None for None)."""
+    return None if x is None else np.broadcast_to(x, batch + x.shape[-2:])[index]
+
+
 @pytest.mark.parametrize("text", ["m64n8k16.f32.f16.f16", "m64n16k32.f16.e5m2.e4m3", "m64n16k32.s32.s8.u8",
                                   "wmma.mma.sync.aligned.row.col.m16n16k16.f16.f32",
                                   "wmma.mma.sync.aligned.row.col.m8n8k4.rn.f64.f64.f64.f64"])
@@ -223,8 +228,8 @@ def test_stacks_of_matrices_broadcast_as_numpy_matmul(text, stack):
     got = matmul(A, B, C, instruction=text)
     assert got.shape == batch + (M, N) and got.flags.c_contiguous
     for index in np.ndindex(*batch):
-        pick = lambda x: None if x is None else np.broadcast_to(x, batch + x.shape[-2:])[index]
-        assert np.array_equal(bits(got[index]), bits(chained(inst, pick(A), pick(B), pick(C)))), index
+        A_i, B_i, C_i = (_matrix_of(x, batch, index) for x in (A, B, C))
+        assert np.array_equal(bits(got[index]), bits(chained(inst, A_i, B_i, C_i))), index
 
 
 def test_stack_with_scale_d_false_ignores_c():
@@ -278,16 +283,17 @@ def test_stacks_of_matrices_with_no_rows_columns_or_k(a_shape, b_shape, c_shape)
     rng = np.random.default_rng(13)
     A = rng.standard_normal(a_shape).astype(np.float16)
     B = rng.standard_normal(b_shape).astype(np.float16)
-    C = None if c_shape is None else np.where(rng.random(c_shape) < 0.5, -0.0, rng.standard_normal(c_shape))
-    C = None if C is None else C.astype(np.float32)
+    C = None
+    if c_shape is not None:
+        C = np.where(rng.random(c_shape) < 0.5, -0.0, rng.standard_normal(c_shape)).astype(np.float32)
     got = matmul(A, B, C, instruction=text)
     batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], () if C is None else C.shape[:-2])
     assert got.shape == batch + (A.shape[-2], B.shape[-1]) and got.dtype == np.float32
     for index in np.ndindex(*batch):
-        pick = lambda x: None if x is None else np.broadcast_to(x, batch + x.shape[-2:])[index]
-        assert np.array_equal(bits(got[index]), bits(matmul(pick(A), pick(B), pick(C), instruction=text))), index
+        A_i, B_i, C_i = (_matrix_of(x, batch, index) for x in (A, B, C))
+        assert np.array_equal(bits(got[index]), bits(matmul(A_i, B_i, C_i, instruction=text))), index
         if A.shape[-1] == 0:  # K = 0: D is C, or +0 where there is none
-            want = np.zeros(got.shape[-2:], np.float32) if C is None else np.broadcast_to(pick(C), got.shape[-2:])
+            want = np.zeros(got.shape[-2:], np.float32) if C is None else np.broadcast_to(C_i, got.shape[-2:])
             assert np.array_equal(bits(got[index]), bits(want)), index
 
 
