@@ -115,13 +115,16 @@ def byte_image(data, name: str) -> np.ndarray:
 
 def as_numpy(x, name: str = "operand") -> np.ndarray:
     """A numpy array from a numpy array, array-like or torch tensor (bf16/fp8 tensors become
-    ml_dtypes arrays)."""
+    ml_dtypes arrays).  An array in the other byte order (``>f2`` on a little-endian host,
+    as data read from a file or a network often is) comes back as a copy in the host's: the
+    values are the same, and the kernels read native bits."""
     if type(x).__module__.startswith("torch"):
         return _from_torch(x, name)
     try:
-        return np.asarray(x)
+        arr = np.asarray(x)
     except Exception as exc:  # noqa: BLE001 - anything numpy cannot take
         raise OperandError(f"{name} must be an array, got {type(x).__name__} ({exc})") from exc
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def _from_torch(t, name: str) -> np.ndarray:

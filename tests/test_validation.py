@@ -175,6 +175,29 @@ def test_any_strides_are_accepted_and_give_the_same_bits():
                           fastmma.mma(F16_WGMMA, A[:, :16].copy(), B[:, :8].copy()).view(np.uint32))
 
 
+def test_arrays_in_the_other_byte_order_are_read_by_value():
+    """A big-endian array (on a little-endian host) holds the same values as its native copy
+    and gives the same bits; before, its dtype was refused as not being f16."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((64, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 8)).astype(np.float16)
+    C = rng.standard_normal((64, 8)).astype(np.float32)
+    swapped = [x.astype(x.dtype.newbyteorder("S")) for x in (A, B, C)]
+    assert not any(x.dtype.isnative for x in swapped)
+    assert np.array_equal(fastmma.mma(F16_WGMMA, *swapped).view(np.uint32),
+                          fastmma.mma(F16_WGMMA, A, B, C).view(np.uint32))
+    a8 = rng.integers(-128, 128, (20, 40)).astype(np.int8)
+    b8 = rng.integers(-128, 128, (40, 12)).astype(np.int8)
+    c32 = rng.integers(-2**31, 2**31, (20, 12)).astype(np.int32)
+    s8 = "m64n16k32.s32.s8.s8"
+    assert np.array_equal(fastmma.matmul(a8, b8, c32.astype(">i4"), instruction=s8),
+                          fastmma.matmul(a8, b8, c32, instruction=s8))
+    frags = [rng.integers(0, 2**32, (32, n), dtype=np.uint32) for n in (8, 8, 8)]
+    assert np.array_equal(wmma.mma(MMA16, *(f.astype(">u4") for f in frags)), wmma.mma(MMA16, *frags))
+    regs = fastmma.layout.wgmma_fragments.pack_a(A.astype(">f2"), "f16")
+    assert np.array_equal(regs, fastmma.layout.wgmma_fragments.pack_a(A, "f16"))
+
+
 # ---------------------------------------------------------------- register counts
 
 
