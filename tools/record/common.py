@@ -46,7 +46,7 @@ def wgmma_meta(job: dict, device: dict, bases: list, dyn_bytes: int, fills: list
                       "and after it) filled with 0x00 and with 0xFF (and once more with 0x00); "
                       "cases whose d_regs differed would have been dropped (meta.dropped_cases)",
         "scale_d_note": "runtime predicate p = (scale_d != 0) on the first instruction",
-        "sequence": WGMMA_SEQUENCE,
+        "sequence": WGMMA_SEQUENCE.replace("x1", f"x{int(job['meta']['qualifiers'].get('chain') or 1)}"),
         "descriptor_convention": (
             "a_desc/b_desc start-address fields are relative to the image (image byte 0 = address 0); "
             "at run time the kernel copied the image to shared-window address smem_base_observed "

@@ -24,13 +24,17 @@ FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_
 def fake_wgmma(job, arrs):
     from fastmma.isa import parse
 
-    inst = parse(job["meta"]["ptx"][1])
+    insts = [parse(x) for x in job["meta"]["ptx"][1:]]
     n = len(arrs["mode"])
+    a_desc, b_desc = arrs["a_desc"].reshape(n, -1), arrs["b_desc"].reshape(n, -1)
     d = []
     for i in range(n):
-        src = {"a_regs": arrs["a_regs"][i]} if "a_regs" in arrs else {"a_desc": int(arrs["a_desc"][i])}
-        d.append(wgmma.mma_async(inst, arrs["c_regs"][i], b_desc=int(arrs["b_desc"][i]), smem=arrs["smem"][i],
-                                 scale_d=bool(arrs["scale_d"][i]), **src))
+        regs = arrs["c_regs"][i]
+        for j, inst in enumerate(insts):  # a chain's instructions in turn, scale-d on the first
+            src = {"a_regs": arrs["a_regs"][i]} if "a_regs" in arrs else {"a_desc": int(a_desc[i, j])}
+            regs = wgmma.mma_async(inst, regs, b_desc=int(b_desc[i, j]), smem=arrs["smem"][i],
+                                   scale_d=bool(arrs["scale_d"][i]) if j == 0 else True, **src)
+        d.append(regs)
     return {"d_regs": np.stack(d), "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0,
             "fills": [0, 0xFF, 0], "keep": [True] * n}
 

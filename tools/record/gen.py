@@ -50,30 +50,46 @@ def _vec(first, n):
 # ----------------------------------------------------------------------------------------------
 
 def wgmma_kernel(kname: str, var: dict) -> str:
+    """One CTA per case.  A chain (``qualifiers.chain`` > 1) issues its instructions one
+    after another between the fence and the commit, instruction ``j`` on descriptors
+    ``adesc[cs * chain + j]`` and ``bdesc[...]``, the first with the run-time scale-d, the
+    others with the immediate 1."""
     q = var["qualifiers"]
+    chain = int(q.get("chain") or 1)
     nd = var["nd"]
     isf = q["dtype"] == "f32"
     ctype, cons = ("float", "f") if isf else ("u32", "r")
     areg = q["a_source"] == "reg"
     d = _regs("d", nd)
     outs = ", ".join(f'"+{cons}"({x})' for x in d)
-    ins = []
-    if areg:
-        ins += [f'"r"(a{i})' for i in range(4)]
-        a_op = _vec(nd, 4)
-        nxt = nd + 4
-    else:
-        ins.append('"l"(ad)')
-        a_op = f"%{nd}"
-        nxt = nd + 1
-    ins += ['"l"(bd)', '"r"(sc)']
-    b_op, sc_op = f"%{nxt}", f"%{nxt + 1}"
-    text = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, {sc_op}, 0;\\n'
-            f'{var["inst"]} {_vec(0, nd)}, {a_op}, {b_op}, p{var["imm_text"]};\\n}}\\n"')
+    mmas = []
+    for j in range(chain):
+        ins = []
+        if areg:
+            ins += [f'"r"(a{i})' for i in range(4)]
+            a_op = _vec(nd, 4)
+            nxt = nd + 4
+        else:
+            ins.append(f'"l"(ad[{j}])')
+            a_op = f"%{nd}"
+            nxt = nd + 1
+        ins.append(f'"l"(bd[{j}])')
+        b_op = f"%{nxt}"
+        if j == 0:
+            ins.append('"r"(sc)')
+            text = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nxt + 1}, 0;\\n'
+                    f'{var["inst"]} {_vec(0, nd)}, {a_op}, {b_op}, p{var["imm_text"]};\\n}}\\n"')
+        else:
+            text = f'"{var["inst"]} {_vec(0, nd)}, {a_op}, {b_op}, 1{var["imm_text"]};\\n"'
+        mmas.append(f"""  asm volatile({text}
+               : {outs}
+               : {", ".join(ins)}
+               : "memory");""")
     load = "\n".join(
         f"  {ctype} {x} = {'__uint_as_float(' if isf else '('}cr[{i}]);" for i, x in enumerate(d))
     store = "\n".join(f"  dr[{i}] = {'__float_as_uint(' if isf else '('}{x});" for i, x in enumerate(d))
     aload = "\n".join(f"  u32 a{i} = ar[{i}];" for i in range(4)) if areg else ""
+    mma_text = "\n".join(mmas)
     return f"""
 extern "C" __global__ void __launch_bounds__(128, 1)
 {kname}(const u8* __restrict__ img, int S, const u64* __restrict__ adesc, const u64* __restrict__ bdesc,
@@ -90,19 +106,21 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   __syncthreads();
   const u32 base = (u32)__cvta_generic_to_shared(sm) + (u32)img_off;
   if (t == 0) base_out[cs] = base;
-  u64 ad = adesc[cs], bd = bdesc[cs];
-  ad = (ad & ~0x3FFFull) | ((ad + (base >> 4)) & 0x3FFFull);
-  bd = (bd & ~0x3FFFull) | ((bd + (base >> 4)) & 0x3FFFull);
+  u64 ad[{chain}], bd[{chain}];
+#pragma unroll
+  for (int j = 0; j < {chain}; ++j) {{
+    ad[j] = adesc[(size_t)cs * {chain} + j];
+    bd[j] = bdesc[(size_t)cs * {chain} + j];
+    ad[j] = (ad[j] & ~0x3FFFull) | ((ad[j] + (base >> 4)) & 0x3FFFull);
+    bd[j] = (bd[j] & ~0x3FFFull) | ((bd[j] + (base >> 4)) & 0x3FFFull);
+  }}
   const u32* cr = cregs + ((size_t)cs * 128 + t) * {nd};
   const u32* ar = aregs + ((size_t)cs * 128 + t) * 4; (void)ar;
 {load}
 {aload}
   const u32 sc = scale[cs];
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  asm volatile({text}
-               : {outs}
-               : {", ".join(ins)}
-               : "memory");
+{mma_text}
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   u32* dr = dregs + ((size_t)cs * 128 + t) * {nd};
@@ -223,11 +241,11 @@ extern "C" __global__ void __launch_bounds__(32)
 def extract_ptx(ptx_text: str) -> dict:
     """kernel name -> the matrix instruction lines of its body, as compiled."""
     out = {}
-    for m in re.finditer(r"\.entry\s+(\w+)\s*\(", ptx_text):
+    entries = list(re.finditer(r"\.entry\s+(\w+)\s*\(", ptx_text))
+    for m, after in zip(entries, entries[1:] + [None]):
         name = m.group(1)
-        body_start = ptx_text.index("{", m.end())
-        end = ptx_text.find("\n}\n", body_start)
-        body = ptx_text[body_start:end]
+        # up to the next kernel: an inline asm block's closing brace also stands alone on a line
+        body = ptx_text[ptx_text.index("{", m.end()):after.start() if after else len(ptx_text)]
         lines = []
         for line in body.splitlines():
             s = " ".join(line.strip().split())
@@ -270,10 +288,15 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
     for j in jobs:
         lines = ptx_lines[j["kernel"]]
         if j["kind"] == "wgmma":
-            assert len(lines) == 2 and lines[0].startswith("setp") and lines[1].startswith("wgmma"), lines
-            # the template must be the compiled text with its operands made symbolic
-            tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, p", "{D}, A, B, p", lines[1])
-            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+            chain = int(j["meta"]["qualifiers"].get("chain") or 1)
+            assert len(lines) == 1 + chain and lines[0].startswith("setp"), lines
+            assert all(x.startswith("wgmma") for x in lines[1:]), lines
+            # the template must be the compiled text with its operands made symbolic; a
+            # chain's later instructions take the immediate scale-d 1 for the predicate p
+            for step, line in enumerate(lines[1:]):
+                tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (p|1)\b", "{D}, A, B, p", line)
+                assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+                assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
         else:
             assert len(lines) == 5, lines
             for line, t in zip(lines, j["meta"]["ptx_template"]):

@@ -980,6 +980,89 @@ def q7_jobs(rng):
     return jobs
 
 
+# ----------------------------------------------------------------------------------------------
+# q8: a GEMM's k-loop, as fastmma.matmul computes it
+# ----------------------------------------------------------------------------------------------
+
+Q8 = ("a GEMM's k-loop: CHAIN wgmma.mma_async in one commit group accumulating into the same "
+      "registers, stepping along K through A (64 x K) and B (K x N) as a kernel does; "
+      "fastmma.matmul must give the recorded D")
+Q8_CHAIN = 16
+#: (k, dtype, atype, btype, satfinite) of the recorded k-loops, all m64n64, A from descriptors
+Q8_VARIANTS = [(16, "f32", "f16", "f16", False), (16, "f16", "f16", "f16", False),
+               (16, "f32", "bf16", "bf16", False), (8, "f32", "tf32", "tf32", False),
+               (32, "f32", "e4m3", "e4m3", False), (32, "f16", "e5m2", "e4m3", False),
+               (32, "s32", "s8", "s8", False), (32, "s32", "s8", "s8", True), (32, "s32", "u8", "s8", False)]
+Q8_ATOM = 128  # bytes of K per row of a 128B-swizzled K-block
+
+
+def q8_variant(k, dtype, atype, btype, satfinite):
+    var = wgmma_variant(64, k, dtype, atype, btype, "desc", satfinite=satfinite)
+    var["name"] = var["name"].replace("wgmma.", f"wgmma.chain{Q8_CHAIN}.", 1)
+    var["qualifiers"] = dict(var["qualifiers"], chain=Q8_CHAIN)
+    return var
+
+
+def q8_step_descriptors(region, rows, step):
+    """The descriptor of k-step ``step`` of an operand of ``rows`` K-major rows: K-blocks of
+    128 bytes per row, 128B swizzle, each block ``rows * 128`` bytes from ``region``; a step
+    reads 32 bytes of each row, so its start address moves 32 bytes inside the block, as
+    CUTLASS's k-loop advances its descriptors."""
+    kbyte = 32 * step
+    start = region + (kbyte // Q8_ATOM) * rows * Q8_ATOM + kbyte % Q8_ATOM
+    return MatrixDescriptor(start, 16, 8 * Q8_ATOM, 0, "128B").encode()
+
+
+def q8_case(var, rng, mode, scale_d):
+    q = var["qualifiers"]
+    n, k, atype, btype, dtype = q["n"], q["k"], q["atype"], q["btype"], q["dtype"]
+    K = k * Q8_CHAIN
+    A = sample(rng, atype, (64, K), mode, "ab", dtype)
+    Bt = sample(rng, btype, (n, K), mode, "ab", dtype)
+    a_bytes = 64 * K * BITS[atype] // 8
+    img = np.zeros(a_bytes + n * K * BITS[btype] // 8, np.uint8)
+    a_desc, b_desc = [], []
+    for j in range(Q8_CHAIN):
+        a_desc.append(q8_step_descriptors(0, 64, j))
+        b_desc.append(q8_step_descriptors(a_bytes, n, j))
+        place(img, a_desc[-1], A[:, j * k:(j + 1) * k], atype, "K")
+        place(img, b_desc[-1], Bt[:, j * k:(j + 1) * k], btype, "K")
+    C = sample(rng, dtype, (64, n), mode, "c", dtype)
+    if mode == 3 and atype not in ("s8", "u8"):
+        C = _q8_cancel(A, Bt, atype, btype, dtype, rng)
+    return img, a_desc, b_desc, np.zeros((128, 4), np.uint32), pack_d(C, dtype), scale_d
+
+
+def _q8_cancel(A, Bt, atype, btype, dtype, rng):
+    """C close to -(A.B) over the whole K: the f64 sum negated, a few ulps off in half."""
+    from fastmma.formats import from_bits
+
+    af = np.nan_to_num(from_bits(A, atype).astype(np.float64), nan=0, posinf=0, neginf=0)
+    bf = np.nan_to_num(from_bits(Bt, btype).astype(np.float64), nan=0, posinf=0, neginf=0)
+    dt = np.float16 if dtype == "f16" else np.float32
+    with np.errstate(over="ignore"):
+        bits = (-(af @ bf.T)).astype(dt).view(f"u{np.dtype(dt).itemsize}").astype(np.int64)
+    bits = bits + np.where(rng.random(bits.shape) < 0.5, rng.integers(-3, 4, size=bits.shape), 0)
+    return bits.astype(f"u{np.dtype(dt).itemsize}")
+
+
+def q8_jobs(rng):
+    jobs = []
+    for spec in Q8_VARIANTS:
+        var = q8_variant(*spec)
+        atype = var["qualifiers"]["atype"]
+        runs = [(0, 1), (0, 1), (5, 1), (5, 1), (0, 0)] if atype in ("s8", "u8") else \
+            [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (0, 0)]
+        cases, labels, modes = [], [], []
+        for mode, sd in runs:
+            cases.append(q8_case(var, rng, mode, sd))
+            labels.append(f"k-loop of {Q8_CHAIN}, random mode {mode}, scale-d {sd}")
+            modes.append(mode)
+        jobs.append(wgmma_job(var, cases, f"q8_gemm_k_loop/{var['name']}.npz", Q8.replace("CHAIN", str(Q8_CHAIN)),
+                              0, labels, modes))
+    return jobs
+
+
 def build_jobs(seed=20261122, only=None):
     """All jobs (``only``: keep those whose output path starts with one of these prefixes)."""
     rng = np.random.default_rng(seed)
@@ -991,6 +1074,7 @@ def build_jobs(seed=20261122, only=None):
     jobs += q5_jobs(rng)
     jobs += q6_jobs(rng)
     jobs += q7_jobs(rng)
+    jobs += q8_jobs(rng)
     if only:
         jobs = [j for j in jobs if j["out"].startswith(tuple(only))]
     seen = {}
