@@ -4,7 +4,8 @@ bit, and the rules the probes settled written out as literal checks on hand-made
 They settled: an f32 result rounded to zero is +0; an f16 C enters the f32 mode converted to f32;
 f16 D from f32 C is rounded twice (toward zero to f32, then to nearest even); an f16-mode zero is
 +0; wmma.mma reads the lowest copy of a duplicated f16 fragment register; the f64 NaN order; the
-swizzle acts on the absolute shared address.  tools/record/README.md describes how they were made.
+swizzle acts on the absolute shared address.  And q8 recorded GEMM k-loops that fastmma.matmul
+must reproduce.  tools/record/README.md describes how they were made.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _rel(path: Path) -> str:
 
 
 def test_probe_files_are_present():
-    assert len(FILES) >= 40 and COPIES.exists()
+    assert len(FILES) >= 50 and COPIES.exists()
 
 
 @pytest.mark.parametrize("path", FILES, ids=_rel)
@@ -57,6 +58,45 @@ def test_unaligned_image_replay(path):
                             b_desc=int(arrays["b_desc"][i]), smem=arrays["smem"][i],
                             scale_d=bool(arrays["scale_d"][i]), image_address=base % 1024)
         np.testing.assert_array_equal(d, arrays["d_regs"][i], err_msg=f"case {i}")
+
+
+def _k_major_128b(smem, desc, rows, row_bytes=32):
+    """The ``rows x row_bytes`` bytes a K-major, 128B-swizzled operand descriptor addresses,
+    read by the PTX ISA's canonical layout written out here (not with fastmma.layout): row
+    ``r`` at ``start + (r // 8) * SBO + (r % 8) * 128``, then address bits 4-6 XORed with
+    bits 7-9.  The image sits at a 1024-aligned shared address, so image offsets will do."""
+    assert desc >> 62 == 1 and (desc >> 49) & 7 == 0, hex(desc)  # 128B swizzle, base offset 0
+    start, sbo = (desc & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4
+    r = np.arange(rows)[:, None]
+    addr = start + (r // 8) * sbo + (r % 8) * 128 + np.arange(row_bytes)
+    return smem[addr ^ (((addr >> 7) & 7) << 4)]
+
+
+@pytest.mark.parametrize("path", sorted(PROBES.glob("q8_gemm_k_loop/*.npz")), ids=_rel)
+def test_q8_matmul_equals_the_recorded_k_loop(path):
+    """q8: a kernel's k-loop (16 wgmma.mma_async in one commit group, stepping 32 bytes along K
+    inside 128B-swizzled K-blocks) gave D = A (64 x K) times B (K x 64) plus C on the H100, and
+    fastmma.matmul with the same instruction gives it bit for bit."""
+    from fastmma.formats import get_format
+    from fastmma.layout.wgmma_fragments import unpack_d
+
+    arrays, meta = _meta(path)
+    q = meta["qualifiers"]
+    a_fmt, b_fmt = get_format(q["atype"]), get_format(q["btype"])
+    instruction = f"m64n{q['n']}k{q['k']}.{q['dtype']}.{q['atype']}.{q['btype']}"
+    instruction += ".satfinite" if q["satfinite"] else ""
+    assert q["chain"] == 16 and meta["smem_base_observed"] == [1024]
+    for i in range(len(arrays["mode"])):
+        smem = arrays["smem"][i]
+        A = np.concatenate([_k_major_128b(smem, int(d), 64) for d in arrays["a_desc"][i]], axis=1)
+        Bt = np.concatenate([_k_major_128b(smem, int(d), q["n"]) for d in arrays["b_desc"][i]], axis=1)
+        A = A.view(a_fmt.storage) if a_fmt.bits > 8 else A
+        B = np.ascontiguousarray(Bt.view(b_fmt.storage) if b_fmt.bits > 8 else Bt).T
+        assert A.shape == B.T.shape == (64, q["k"] * 16)
+        C = unpack_d(arrays["c_regs"][i], q["dtype"], q["n"]) if arrays["scale_d"][i] else None
+        D = fastmma.matmul(A, B, C, instruction=instruction)
+        expected = unpack_d(arrays["d_regs"][i], q["dtype"], q["n"])
+        np.testing.assert_array_equal(D.view(expected.dtype), expected, err_msg=f"case {i}")
 
 
 # ----------------------------------------------------------------------------------------------
