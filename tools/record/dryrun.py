@@ -33,7 +33,8 @@ def fake_wgmma(job, arrs):
         for j, inst in enumerate(insts):  # a chain's instructions in turn, scale-d on the first
             src = {"a_regs": arrs["a_regs"][i]} if "a_regs" in arrs else {"a_desc": int(a_desc[i, j])}
             regs = wgmma.mma_async(inst, regs, b_desc=int(b_desc[i, j]), smem=arrs["smem"][i],
-                                   scale_d=bool(arrs["scale_d"][i]) if j == 0 else True, **src)
+                                   scale_d=bool(arrs["scale_d"][i]) if j == 0 else True,
+                                   image_address=job["img_off"] % 1024, **src)
         d.append(regs)
     return {"d_regs": np.stack(d), "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0,
             "fills": [0, 0xFF, 0], "keep": [True] * n}
