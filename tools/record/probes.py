@@ -984,10 +984,10 @@ def q7_jobs(rng):
 # q8: a GEMM's k-loop, as fastmma.matmul computes it
 # ----------------------------------------------------------------------------------------------
 
-Q8 = ("a GEMM's k-loop: CHAIN wgmma.mma_async in one commit group accumulating into the same "
+Q8_CHAIN = 16
+Q8 = (f"a GEMM's k-loop: {Q8_CHAIN} wgmma.mma_async in one commit group accumulating into the same "
       "registers, stepping along K through A (64 x K) and B (K x N) as a kernel does; "
       "fastmma.matmul must give the recorded D")
-Q8_CHAIN = 16
 #: (k, dtype, atype, btype, satfinite) of the recorded k-loops, all m64n64, A from descriptors
 Q8_VARIANTS = [(16, "f32", "f16", "f16", False), (16, "f16", "f16", "f16", False),
                (16, "f32", "bf16", "bf16", False), (8, "f32", "tf32", "tf32", False),
@@ -1003,7 +1003,7 @@ def q8_variant(k, dtype, atype, btype, satfinite):
     return var
 
 
-def q8_step_descriptors(region, rows, step):
+def q8_step_descriptor(region, rows, step):
     """The descriptor of k-step ``step`` of an operand of ``rows`` K-major rows: K-blocks of
     128 bytes per row, 128B swizzle, each block ``rows * 128`` bytes from ``region``; a step
     reads 32 bytes of each row, so its start address moves 32 bytes inside the block, as
@@ -1023,8 +1023,8 @@ def q8_case(var, rng, mode, scale_d):
     img = np.zeros(a_bytes + n * K * BITS[btype] // 8, np.uint8)
     a_desc, b_desc = [], []
     for j in range(Q8_CHAIN):
-        a_desc.append(q8_step_descriptors(0, 64, j))
-        b_desc.append(q8_step_descriptors(a_bytes, n, j))
+        a_desc.append(q8_step_descriptor(0, 64, j))
+        b_desc.append(q8_step_descriptor(a_bytes, n, j))
         place(img, a_desc[-1], A[:, j * k:(j + 1) * k], atype, "K")
         place(img, b_desc[-1], Bt[:, j * k:(j + 1) * k], btype, "K")
     C = sample(rng, dtype, (64, n), mode, "c", dtype)
@@ -1058,7 +1058,7 @@ def q8_jobs(rng):
             cases.append(q8_case(var, rng, mode, sd))
             labels.append(f"k-loop of {Q8_CHAIN}, random mode {mode}, scale-d {sd}")
             modes.append(mode)
-        jobs.append(wgmma_job(var, cases, f"q8_gemm_k_loop/{var['name']}.npz", Q8.replace("CHAIN", str(Q8_CHAIN)),
+        jobs.append(wgmma_job(var, cases, f"q8_gemm_k_loop/{var['name']}.npz", Q8,
                               0, labels, modes))
     return jobs
 
