@@ -1058,8 +1058,7 @@ def q8_jobs(rng):
             cases.append(q8_case(var, rng, mode, sd))
             labels.append(f"k-loop of {Q8_CHAIN}, random mode {mode}, scale-d {sd}")
             modes.append(mode)
-        jobs.append(wgmma_job(var, cases, f"q8_gemm_k_loop/{var['name']}.npz", Q8,
-                              0, labels, modes))
+        jobs.append(wgmma_job(var, cases, f"q8_gemm_k_loop/{var['name']}.npz", Q8, 0, labels, modes))
     return jobs
 
 
