@@ -19,6 +19,7 @@ import numpy as np
 
 from . import wgmma, wmma
 from .errors import ConformanceError, FastmmaError
+from .formats import get_format
 from .isa import parse
 
 FAMILIES = ("wmma", "wgmma")
@@ -87,20 +88,38 @@ def _compare(result: FileResult, case: int, what: str, expected, got, limit: int
 
 
 def replay_wmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """Load, mma and store each case.  A chain (``qualifiers.chain`` > 1, a k-loop) loads A
+    and B once per step, :func:`wmma_step_offset` bytes further along K, and feeds each D to
+    the next step as C; ``a_frag``/``b_frag`` are step 0's."""
     load_a, load_b, load_c, mma_text, store_text = (parse(t) for t in meta["ptx"])
+    chain = int(meta["qualifiers"].get("chain") or 1)
     n = len(arrays["mode"])
     result.cases = n
     for i in range(n):
-        frags = {}
-        for key, inst in (("a", load_a), ("b", load_b), ("c", load_c)):
-            frags[key] = wmma.load(inst, arrays[f"{key}_mem"][i], 0, int(arrays[f"ld{key}"][i]))
-            _compare(result, i, f"{key}_frag", arrays[f"{key}_frag"][i], frags[key], limit)
-        d = wmma.mma(mma_text, frags["a"], frags["b"], frags["c"])
+        ld = {key: int(arrays[f"ld{key}"][i]) for key in "abc"}
+        c = wmma.load(load_c, arrays["c_mem"][i], 0, ld["c"])
+        _compare(result, i, "c_frag", arrays["c_frag"][i], c, limit)
+        for step in range(chain):
+            frags = {key: wmma.load(inst, arrays[f"{key}_mem"][i], wmma_step_offset(inst, step, ld[key]), ld[key])
+                     for key, inst in (("a", load_a), ("b", load_b))}
+            if step == 0:
+                for key in "ab":
+                    _compare(result, i, f"{key}_frag", arrays[f"{key}_frag"][i], frags[key], limit)
+            c = d = wmma.mma(mma_text, frags["a"], frags["b"], c)
         _compare(result, i, "d_frag", arrays["d_frag"][i], d, limit)
         expected = arrays["d_mem"][i]
         mem = np.full(expected.shape, WMMA_PREFILL, dtype=np.uint8)
         wmma.store(store_text, mem, 0, d, int(arrays["ldd"][i]))
         _compare(result, i, "d_mem", expected, mem, limit)
+
+
+def wmma_step_offset(load, step: int, ld: int) -> int:
+    """Byte offset of k-step ``step``'s tile for a chain's ``wmma.load.a``/``.b`` (FORMAT.md,
+    "Chains"): ``step * k`` elements along K, which is the contiguous direction of a row-major
+    A and a column-major B and ``ld`` elements a line otherwise."""
+    along = "row" if load.matrix == "a" else "col"
+    elements = step * load.shape.k * (1 if load.layout == along else ld)
+    return elements * get_format(load.type).bits // 8
 
 
 def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:

@@ -58,6 +58,13 @@ def wgmma_meta(job: dict, device: dict, bases: list, dyn_bytes: int, fills: list
     return meta
 
 
+def _wmma_sequence(chain: int) -> str:
+    """meta.sequence of a wmma file: one load, mma and store, or a k-loop's (FORMAT.md)."""
+    if chain == 1:
+        return WMMA_SEQUENCE
+    return f"wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d"
+
+
 def wmma_meta(job: dict, device: dict) -> dict:
     meta = dict(job["meta"])
     meta.update(device)
@@ -66,7 +73,7 @@ def wmma_meta(job: dict, device: dict) -> dict:
         "family": "wmma",
         "mode_legend": MODE_LEGEND,
         "d_prefill_byte": f"0x{D_PREFILL:02X}",
-        "sequence": WMMA_SEQUENCE,
+        "sequence": _wmma_sequence(int(job["meta"]["qualifiers"].get("chain") or 1)),
     })
     return meta
 

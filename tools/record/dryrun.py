@@ -15,6 +15,7 @@ import numpy as np
 
 import common
 from fastmma import conform, wgmma, wmma
+from fastmma.isa import parse
 
 FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_version": "-",
                "cuda_version": "-", "cuda_driver_api_version": 0, "cuda_runtime_version": 0,
@@ -53,17 +54,24 @@ def fake_wmma(job, arrs, dup=False):
                  int(arrs["ldc"][i]), int(arrs["ldd"][i])) for i in range(n)]
         width = job["d_width"]
     res = {k: [] for k in ("a_frag", "b_frag", "c_frag", "d_frag", "d_mem")}
+    chain = int(job["meta"]["qualifiers"].get("chain") or 1)
+    load = {x: parse(text.split(" {")[0]) for x, text in (("a", la), ("b", lb), ("c", lc))}
     for i, (am, bm, cm, lda, ldb, ldc, ldd) in enumerate(mems):
-        a = wmma.load(la.split(" {")[0], am, 0, lda)
-        b = wmma.load(lb.split(" {")[0], bm, 0, ldb)
-        c = wmma.load(lc.split(" {")[0], cm, 0, ldc)
+        a = wmma.load(load["a"], am, 0, lda)
+        b = wmma.load(load["b"], bm, 0, ldb)
+        c = wmma.load(load["c"], cm, 0, ldc)
         if dup:
             for x, frag in (("a", a), ("b", b)):
                 mask, repl = int(arrs[f"{x}_mask"][i]), int(arrs[f"{x}_repl"][i])
                 for r in range(frag.shape[1]):
                     if mask >> r & 1:
                         frag[:, r] = repl
-        d = wmma.mma(mm.split(" {")[0], a, b, c)
+        d, a_k, b_k = c, a, b
+        for step in range(chain):  # a k-loop: A and B of each step, D as the next step's C
+            if step:
+                a_k = wmma.load(load["a"], am, conform.wmma_step_offset(load["a"], step, lda), lda)
+                b_k = wmma.load(load["b"], bm, conform.wmma_step_offset(load["b"], step, ldb), ldb)
+            d = wmma.mma(mm.split(" {")[0], a_k, b_k, d)
         mem = np.full(width, common.D_PREFILL, np.uint8)
         wmma.store(st.split(" [")[0], mem, 0, d, ldd)
         for k, v in zip(("a_frag", "b_frag", "c_frag", "d_frag", "d_mem"), (a, b, c, d, mem)):

@@ -192,8 +192,54 @@ def _wmma_body(var, dup: bool) -> tuple[str, str]:
     return "\n".join(decl), "\n".join(code) + "\n" + "\n".join(outs)
 
 
+def _wmma_chain_body(var) -> tuple[str, str]:
+    """A k-loop of ``chain`` wmma.mma on the same accumulator (C loaded once, each later step's
+    C the previous D), step ``j`` loading A and B at ``j * k`` elements along K (A row-major,
+    B column-major: FORMAT.md); the A and B fragments written out are step 0's."""
+    T, R, texts, chain = var["types"], var["regs"], var["texts"], var["qualifiers"]["chain"]
+    assert var["layouts"]["a"] == "row" and var["layouts"]["b"] == "col" and T["c"] == T["d"], var["name"]
+    names = {x: _regs(x, R[x]) for x in "abcd"}
+    first = {x: _regs(f"{x}0_", R[x]) for x in "ab"}
+    decl = [f"  {_kind(T[x])[0]} {', '.join(names[x] + first.get(x, []))};" for x in "abcd"]
+    step = {x: var["qualifiers"]["k"] * BITS_OF[T[x]] // 8 for x in "ab"}  # bytes along K per step
+
+    def load(x, ptr, ld):
+        cons, n = _kind(T[x])[1], R[x]
+        outs = ", ".join(f'"={cons}"({r})' for r in names[x])
+        return (f'  asm volatile("{texts["abc".index(x)]} {_vec(0, n)}, [%{n}], %{n + 1};"\n'
+                f'               : {outs} : "l"(gaddr({ptr})), "r"({ld}) : "memory");')
+
+    code = [load("c", "cp", "ldc")]
+    nd, na, nb = R["d"], R["a"], R["b"]
+    for j in range(chain):
+        code.append(load("a", f"ap + {j * step['a']}", "lda"))
+        code.append(load("b", f"bp + {j * step['b']}", "ldb"))
+        if j == 0:
+            code += [f"  {f} = {r};" for x in "ab" for f, r in zip(first[x], names[x])]
+        acc = names["c"] if j == 0 else names["d"]
+        outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
+        ins = ", ".join([f'"{_kind(T["a"])[1]}"({r})' for r in names["a"]] +
+                        [f'"{_kind(T["b"])[1]}"({r})' for r in names["b"]] +
+                        [f'"{_kind(T["c"])[1]}"({r})' for r in acc])
+        code.append(f'  asm volatile("{texts[3]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
+                    f'{_vec(nd + na + nb, len(acc))};"\n               : {outs} : {ins});')
+    ins = ", ".join(['"l"(gaddr(dp))'] + [f'"{_kind(T["d"])[1]}"({r})' for r in names["d"]] + ['"r"(ldd)'])
+    code.append(f'  asm volatile("{texts[4]} [%0], {_vec(1, nd)}, %{nd + 1};"\n'
+                f'               :: {ins} : "memory");')
+    W = var["words"]
+    for x in "abcd":
+        regs = first.get(x, names[x])
+        code.append(f"  {{ u32* {x}f = {x}frag + ((size_t)cs * 32 + lane) * {W[x]};\n"
+                    + _words_out(f"{x}f", regs, T[x], None) + "\n  }")
+    return "\n".join(decl), "\n".join(code)
+
+
+BITS_OF = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32}
+
+
 def wmma_kernel(kname: str, var: dict) -> str:
-    decl, body = _wmma_body(var, dup=False)
+    chained = (var["qualifiers"].get("chain") or 1) > 1
+    decl, body = _wmma_chain_body(var) if chained else _wmma_body(var, dup=False)
     return f"""
 extern "C" __global__ void __launch_bounds__(32)
 {kname}(const u8* __restrict__ amem, int AS, const u8* __restrict__ bmem, int BS,
@@ -297,11 +343,16 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (p|1)\b", "{D}, A, B, p", line)
                 assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
-        else:
-            assert len(lines) == 5, lines
-            for line, t in zip(lines, j["meta"]["ptx_template"]):
-                assert line.startswith(t + " "), (line, t)
-        j["meta"]["ptx"] = lines
+            j["meta"]["ptx"] = lines
+            continue
+        chain = int(j["meta"]["qualifiers"].get("chain") or 1)
+        assert len(lines) == 3 * chain + 2, lines
+        # a wmma chain's compiled text repeats the loads of A and B and the mma: meta.ptx keeps
+        # the first of each, in the order load a, load b, load c, mma, store
+        firsts = [next(x for x in lines if x.startswith(t + " ")) for t in j["meta"]["ptx_template"]]
+        assert all(sum(x.startswith(t + " ") for x in lines) == (chain if i in (0, 1, 3) else 1)
+                   for i, t in enumerate(j["meta"]["ptx_template"])), lines
+        j["meta"]["ptx"] = firsts
 
 
 def write_bundle(jobs, nvcc: str) -> None:

@@ -371,6 +371,7 @@ def _mem_bytes(mat_bits: np.ndarray, t: str, layout: str, ld: int, rng) -> np.nd
 def wmma_case(var, A, B, C, rng, lds=None):
     """Memory images for logical A (MxK), B (KxN), C (MxN) raw bits; default (smallest) strides."""
     m, n, k = SHAPE_MNK[var["shape"]]
+    k *= var["qualifiers"].get("chain") or 1  # a k-loop's A and B hold every step's K
     L = var["layouts"]
     T = var["types"]
     dims = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}
@@ -1034,12 +1035,13 @@ def q8_case(var, rng, mode, scale_d):
 
 
 def _q8_cancel(A, Bt, atype, btype, dtype, rng):
-    """C close to -(A.B) over the whole K: the f64 sum negated, a few ulps off in half."""
+    """C close to -(A.B) over the whole K: the f64 sum negated, a few ulps off in half (B
+    given transposed, ``Bt``)."""
     from fastmma.formats import from_bits
 
     af = np.nan_to_num(from_bits(A, atype).astype(np.float64), nan=0, posinf=0, neginf=0)
     bf = np.nan_to_num(from_bits(Bt, btype).astype(np.float64), nan=0, posinf=0, neginf=0)
-    dt = np.float16 if dtype == "f16" else np.float32
+    dt = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[dtype]
     with np.errstate(over="ignore"):
         bits = (-(af @ bf.T)).astype(dt).view(f"u{np.dtype(dt).itemsize}").astype(np.int64)
     bits = bits + np.where(rng.random(bits.shape) < 0.5, rng.integers(-3, 4, size=bits.shape), 0)
@@ -1062,6 +1064,51 @@ def q8_jobs(rng):
     return jobs
 
 
+# ----------------------------------------------------------------------------------------------
+# q9: a wmma k-loop, as fastmma.matmul computes it
+# ----------------------------------------------------------------------------------------------
+
+Q9_CHAIN = 16
+Q9 = (f"a wmma k-loop: {Q9_CHAIN} wmma.load.a/b and wmma.mma on one accumulator (C loaded once), "
+      "stepping along K through a row-major A (M x K) and a column-major B (K x N); "
+      "fastmma.matmul must give the stored D")
+#: (shape, dtype = ctype, atype, rounding, satfinite) of the recorded k-loops
+Q9_VARIANTS = [("m16n16k16", "f32", "f16", None, False), ("m16n16k16", "f16", "f16", None, False),
+               ("m32n8k16", "f32", "f16", None, False), ("m16n16k16", "f32", "bf16", None, False),
+               ("m16n16k8", "f32", "tf32", None, False)] + \
+              [("m8n8k4", "f64", "f64", r, False) for r in ("rn", "rz", "rm", "rp")] + \
+              [("m16n16k16", "s32", "s8", None, False), ("m16n16k16", "s32", "s8", None, True),
+               ("m16n16k16", "s32", "u8", None, False)]
+
+
+def q9_variant(shape, dtype, atype, rounding, satfinite):
+    var = wmma_variant(shape, "row", "col", "row", "row", dtype, dtype, atype, rounding, satfinite)
+    var["name"] = var["name"].replace("wmma.", f"wmma.chain{Q9_CHAIN}.", 1)
+    var["qualifiers"] = dict(var["qualifiers"], chain=Q9_CHAIN)
+    return var
+
+
+def q9_jobs(rng):
+    jobs = []
+    for spec in Q9_VARIANTS:
+        var = q9_variant(*spec)
+        m, n, k = SHAPE_MNK[var["shape"]]
+        T = var["types"]
+        ints = T["a"] in ("s8", "u8")
+        runs = [0, 0, 5, 5] if ints else [0, 1, 2, 3, 4, 5]
+        mats = []
+        for mode in runs:
+            A = sample(rng, T["a"], (m, k * Q9_CHAIN), mode, "ab", T["d"])
+            B = sample(rng, T["b"], (k * Q9_CHAIN, n), mode, "ab", T["d"])
+            C = sample(rng, T["c"], (m, n), mode, "c", T["d"])
+            if mode == 3 and not ints:
+                C = _q8_cancel(A, B.T, T["a"], T["b"], T["c"], rng)
+            mats.append((A, B, C))
+        labels = [f"k-loop of {Q9_CHAIN}, random mode {mode}" for mode in runs]
+        jobs.append(wmma_job(var, mats, f"q9_wmma_k_loop/{var['name']}.npz", Q9, rng, labels, runs))
+    return jobs
+
+
 def build_jobs(seed=20261122, only=None):
     """All jobs (``only``: keep those whose output path starts with one of these prefixes)."""
     rng = np.random.default_rng(seed)
@@ -1074,6 +1121,7 @@ def build_jobs(seed=20261122, only=None):
     jobs += q6_jobs(rng)
     jobs += q7_jobs(rng)
     jobs += q8_jobs(rng)
+    jobs += q9_jobs(rng)
     if only:
         jobs = [j for j in jobs if j["out"].startswith(tuple(only))]
     seen = {}
