@@ -4,8 +4,8 @@ bit, and the rules the probes settled written out as literal checks on hand-made
 They settled: an f32 result rounded to zero is +0; an f16 C enters the f32 mode converted to f32;
 f16 D from f32 C is rounded twice (toward zero to f32, then to nearest even); an f16-mode zero is
 +0; wmma.mma reads the lowest copy of a duplicated f16 fragment register; the f64 NaN order; the
-swizzle acts on the absolute shared address.  And q8 recorded GEMM k-loops that fastmma.matmul
-must reproduce.  tools/record/README.md describes how they were made.
+swizzle acts on the absolute shared address.  And q8 (wgmma) and q9 (wmma) recorded GEMM k-loops
+that fastmma.matmul must reproduce.  tools/record/README.md describes how they were made.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _rel(path: Path) -> str:
 
 
 def test_probe_files_are_present():
-    assert len(FILES) >= 50 and COPIES.exists()
+    assert len(FILES) >= 60 and COPIES.exists()
 
 
 @pytest.mark.parametrize("path", FILES, ids=_rel)
@@ -97,6 +97,38 @@ def test_q8_matmul_equals_the_recorded_k_loop(path):
         D = fastmma.matmul(A, B, C, instruction=instruction)
         expected = unpack_d(arrays["d_regs"][i], q["dtype"], q["n"])
         np.testing.assert_array_equal(D.view(expected.dtype), expected, err_msg=f"case {i}")
+
+
+def _matrix_in_memory(mem, fmt, rows, cols, ld, layout):
+    """A logical matrix (raw bits) read from a memory image by FORMAT.md's rule, written out
+    here: element (r, c) at element index ``r * ld + c`` (row) or ``c * ld + r`` (col)."""
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    index = r * ld + c if layout == "row" else c * ld + r
+    return mem[: mem.size // (fmt.bits // 8) * (fmt.bits // 8)].view(fmt.storage)[index]
+
+
+@pytest.mark.parametrize("path", sorted(PROBES.glob("q9_wmma_k_loop/*.npz")), ids=_rel)
+def test_q9_matmul_equals_the_recorded_wmma_k_loop(path):
+    """q9: a warp's k-loop (C loaded once, then 16 times wmma.load.a/b one step further along
+    K and wmma.mma, then wmma.store.d) stored D = A (M x 16k) times B (16k x N) plus C on the
+    H100, and fastmma.matmul with the same wmma.mma gives it bit for bit: f16 (f32 and f16
+    accumulators), bf16, tf32 (groups of 4), f64 in each rounding, s8 (wrapped and
+    .satfinite), u8."""
+    from fastmma.formats import get_format
+
+    arrays, meta = _meta(path)
+    q = meta["qualifiers"]
+    m, n, k = q["m"], q["n"], q["k"] * q["chain"]
+    assert q["chain"] == 16
+    assert (q["alayout"], q["blayout"], q["clayout"], q["dlayout"]) == ("row", "col", "row", "row")
+    fa, fb, fc, fd = (get_format(q[t]) for t in ("atype", "btype", "ctype", "dtype"))
+    for i in range(len(arrays["mode"])):
+        A = _matrix_in_memory(arrays["a_mem"][i], fa, m, k, int(arrays["lda"][i]), "row")
+        B = _matrix_in_memory(arrays["b_mem"][i], fb, k, n, int(arrays["ldb"][i]), "col")
+        C = _matrix_in_memory(arrays["c_mem"][i], fc, m, n, int(arrays["ldc"][i]), "row")
+        expected = _matrix_in_memory(arrays["d_mem"][i], fd, m, n, int(arrays["ldd"][i]), "row")
+        D = fastmma.matmul(A, B, C, instruction=meta["ptx_template"][3])
+        np.testing.assert_array_equal(D.view(fd.storage), expected, err_msg=f"case {i}")
 
 
 # ----------------------------------------------------------------------------------------------
