@@ -2,8 +2,9 @@
 
 Every recorded case is executed as a user would: wmma cases through
 :func:`fastmma.wmma.load` / :func:`~fastmma.wmma.mma` / :func:`~fastmma.wmma.store` (each
-fragment and the stored memory compared), wgmma cases through
-:func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence, scale-d on the first).
+fragment and the stored memory compared; a chain's k-steps in turn, each D the next C),
+wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
+scale-d on the first).
 Every output bit is compared; a case passes only if all of them match.  The format is
 described in tests/golden/FORMAT.md.
 """
