@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,10 +22,26 @@ import numpy as np
 from . import wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
-from .isa import parse
+from .isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
 FAMILIES = ("wmma", "wgmma")
 WMMA_PREFILL = 0xA5
+
+#: The arrays each family's files hold (FORMAT.md): name -> (dtype kinds, dimensions with
+#: the case axis first; a chain's descriptors have a second axis).  ``a_regs`` is needed
+#: only where an instruction takes A from registers.
+ARRAYS = {
+    "wmma": {"a_mem": ("u", 2), "b_mem": ("u", 2), "c_mem": ("u", 2), "d_mem": ("u", 2),
+             "lda": ("iu", 1), "ldb": ("iu", 1), "ldc": ("iu", 1), "ldd": ("iu", 1),
+             "a_frag": ("u", 3), "b_frag": ("u", 3), "c_frag": ("u", 3), "d_frag": ("u", 3),
+             "mode": ("iub", 1)},
+    "wgmma": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
+              "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
+}
+#: meta.ptx of a wmma file, line by line: what each instruction must be
+WMMA_PTX = [(WmmaLoad, "a wmma.load.a"), (WmmaLoad, "a wmma.load.b"), (WmmaLoad, "a wmma.load.c"),
+            (WmmaMma, "a wmma.mma"), (WmmaStore, "a wmma.store.d")]
+WMMA_PTX_LINES = len(WMMA_PTX)
 
 
 @dataclass
@@ -66,11 +83,61 @@ def load_recording(path) -> tuple[dict, dict]:
         with np.load(path) as data:
             arrays = {k: data[k] for k in data.files}
         meta = json.loads(bytes(arrays.pop("meta")).decode())
-    except (OSError, ValueError, KeyError) as exc:
-        raise ConformanceError(f"{path}: not a golden-vector file ({exc})") from exc
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise ConformanceError(f"{path}: not a golden-vector file ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(meta, dict):
+        raise ConformanceError(f"{path}: meta must be a JSON object, got {type(meta).__name__}")
     if meta.get("format_version") != 1:
         raise ConformanceError(f"{path}: format_version {meta.get('format_version')!r}, expected 1")
     return arrays, meta
+
+
+def chain_length(meta: dict) -> int:
+    """``qualifiers.chain`` (instructions per case, 1 when absent), checked to be a count."""
+    chain = meta["qualifiers"].get("chain") or 1
+    if not isinstance(chain, int) or isinstance(chain, bool) or chain < 1:
+        raise ConformanceError(f"meta.qualifiers.chain must be a positive integer, got {chain!r}")
+    return chain
+
+
+def check_recording(arrays: dict, meta: dict) -> None:
+    """What the replay reads, checked against FORMAT.md before any case runs: meta's
+    ``qualifiers`` and ``ptx``, and each array's presence, dtype and shape (one entry per case
+    along the first axis, ``n`` = the length of ``mode``).  A file that fails is a
+    :class:`ConformanceError` naming the key, not an exception from deep in the replay."""
+    family = meta["family"]
+    if not isinstance(meta.get("qualifiers"), dict):
+        raise ConformanceError("meta.qualifiers must be an object (FORMAT.md), got "
+                               f"{type(meta.get('qualifiers')).__name__}")
+    chain = chain_length(meta)
+    ptx = meta.get("ptx")
+    if not isinstance(ptx, list) or not all(isinstance(t, str) for t in ptx):
+        raise ConformanceError(f"meta.ptx must be a list of instruction strings, got {ptx!r:.80}")
+    if family == "wmma" and len(ptx) != WMMA_PTX_LINES:
+        raise ConformanceError(f"meta.ptx of a wmma file holds load a, load b, load c, mma and store "
+                               f"({WMMA_PTX_LINES} lines), got {len(ptx)}")
+    mode = arrays.get("mode")
+    n = len(mode) if isinstance(mode, np.ndarray) and mode.ndim == 1 else None
+    if n == 0:
+        raise ConformanceError("the file holds no cases ('mode' is empty): a replay of nothing is not a pass")
+    for name, (kinds, ndims) in ARRAYS[family].items():
+        x = arrays.get(name)
+        if x is None:
+            if name == "a_regs":
+                continue  # its instructions' A source decides (replay_wgmma)
+            raise ConformanceError(f"array {name!r} is missing; a {family} file holds {', '.join(ARRAYS[family])}")
+        ndims = ndims if isinstance(ndims, tuple) else (ndims,)
+        if x.dtype.kind not in kinds or x.ndim not in ndims or (n is not None and x.shape[0] != n):
+            allowed = {"u": "unsigned", "iu": "integer", "iub": "integer or bool"}[kinds]
+            raise ConformanceError(
+                f"array {name!r} must be {allowed} with {' or '.join(map(str, ndims))} dimensions and "
+                f"{'one entry per case (' + str(n) + ')' if n is not None else 'mode 1-D'} along the first, "
+                f"got dtype {x.dtype}, shape {x.shape}")
+    if family == "wgmma":
+        for name in ("a_desc", "b_desc"):
+            if arrays[name].shape[1:] not in ((), (chain,)):
+                raise ConformanceError(f"array {name!r} must have shape ({n},) or ({n}, {chain}) for a chain of "
+                                       f"{chain}, got {arrays[name].shape}")
 
 
 def _compare(result: FileResult, case: int, what: str, expected, got, limit: int) -> None:
@@ -88,12 +155,22 @@ def _compare(result: FileResult, case: int, what: str, expected, got, limit: int
             result.mismatches.append(Mismatch(case, what, idx, int(expected[idx]), int(got[idx])))
 
 
+def _instruction(text: str, cls, what: str):
+    """``text`` parsed, checked to be the instruction its place in meta.ptx says it is."""
+    inst = parse(text)
+    matrix = what.rsplit(".", 1)[1] if cls is WmmaLoad else None
+    if not isinstance(inst, cls) or (matrix and inst.matrix != matrix):
+        raise ConformanceError(f"meta.ptx holds {text!r:.80} where the format puts {what}")
+    return inst
+
+
 def replay_wmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """Load, mma and store each case.  A chain (``qualifiers.chain`` > 1, a k-loop) loads A
     and B once per step, :func:`wmma_step_offset` bytes further along K, and feeds each D to
     the next step as C; ``a_frag``/``b_frag`` are step 0's."""
-    load_a, load_b, load_c, mma_text, store_text = (parse(t) for t in meta["ptx"])
-    chain = int(meta["qualifiers"].get("chain") or 1)
+    load_a, load_b, load_c, mma_text, store_text = (
+        _instruction(text, cls, what) for text, (cls, what) in zip(meta["ptx"], WMMA_PTX))
+    chain = chain_length(meta)
     n = len(arrays["mode"])
     result.cases = n
     for i in range(n):
@@ -124,10 +201,12 @@ def wmma_step_offset(load, step: int, ld: int) -> int:
 
 
 def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
-    insts = [parse(t) for t in meta["ptx"] if t.startswith("wgmma")]
-    chain = int(meta["qualifiers"].get("chain") or 1)
+    insts = [_instruction(t, WgmmaMmaAsync, "a wgmma.mma_async") for t in meta["ptx"] if t.startswith("wgmma")]
+    chain = chain_length(meta)
     if len(insts) != chain:
         raise ConformanceError(f"meta.ptx holds {len(insts)} wgmma instructions, chain says {chain}")
+    if "a_regs" not in arrays and any(inst.a_source == "reg" for inst in insts):
+        raise ConformanceError("array 'a_regs' is missing; its instructions take A from registers")
     n = len(arrays["mode"])
     result.cases = n
     a_desc = arrays["a_desc"].reshape(n, -1)
@@ -147,6 +226,8 @@ def image_bases(meta: dict, n: int) -> list[int]:
     """Shared address of each case's image, modulo 1024 (all the swizzles see): from
     ``smem_base_observed``, one value for the file or one per case; 0 when absent."""
     observed = meta.get("smem_base_observed") or [0]
+    if not isinstance(observed, list) or not all(isinstance(b, int) and b >= 0 for b in observed):
+        raise ConformanceError(f"smem_base_observed must be a list of shared addresses, got {observed!r:.80}")
     if len(observed) not in (1, n):
         raise ConformanceError(f"smem_base_observed holds {len(observed)} values for {n} cases")
     return [int(observed[0 if len(observed) == 1 else i]) % 1024 for i in range(n)]
@@ -158,12 +239,14 @@ def check_file(path, limit: int = 8) -> FileResult:
     result = FileResult(path, family="?")
     try:
         arrays, meta = load_recording(path)
-        result.family = meta.get("family", "?")
-        result.cases = len(arrays.get("mode", ()))
-        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma}.get(result.family)
-        if replay is None:
-            raise ConformanceError(f"family {result.family!r} is not one fastmma replays ({', '.join(FAMILIES)})")
-        replay(arrays, meta, result, limit)
+        mode = arrays.get("mode")
+        result.cases = mode.shape[0] if isinstance(mode, np.ndarray) and mode.ndim else 0
+        family = meta.get("family")
+        if family not in FAMILIES:
+            raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
+        result.family = family
+        check_recording(arrays, meta)
+        {"wmma": replay_wmma, "wgmma": replay_wgmma}[family](arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     return result

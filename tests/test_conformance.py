@@ -1,6 +1,7 @@
 """Every recorded H100 case, replayed through the public API, bit for bit."""
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -98,3 +99,33 @@ def test_runner_counts_an_unknown_family_as_failed(tmp_path):
     passed, failed = conform.run([path], out=out)
     assert passed == 0 and failed == arrays["mode"].size
     assert "tcgen05" in out.getvalue()
+
+
+def _damaged(tmp_path, src, edit):
+    with np.load(src) as data:
+        arrays = {k: data[k].copy() for k in data.files}
+    meta = json.loads(bytes(arrays.pop("meta")).decode())
+    edit(arrays, meta)
+    path = tmp_path / "damaged.npz"
+    np.savez(path, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    return path
+
+
+@pytest.mark.parametrize("family,edit,needle", [
+    ("wmma", lambda a, m: a.pop("lda"), "'lda' is missing"),
+    ("wmma", lambda a, m: a.__setitem__("ldb", a["ldb"].astype(float)), "'ldb' must be integer"),
+    ("wmma", lambda a, m: m["ptx"].pop(), "5 lines"),
+    ("wmma", lambda a, m: m["ptx"].__setitem__(3, "wgmma.fence.sync.aligned;"), "a wmma.mma"),
+    ("wmma", lambda a, m: m["qualifiers"].__setitem__("chain", "x"), "chain must be a positive integer"),
+    ("wmma", lambda a, m: a.__setitem__("mode", a["mode"][:0]), "no cases"),
+    ("wgmma", lambda a, m: a.__setitem__("c_regs", a["c_regs"][:1]), "'c_regs' must be unsigned"),
+    ("wgmma", lambda a, m: m.pop("qualifiers"), "meta.qualifiers must be an object"),
+    ("wgmma", lambda a, m: m.__setitem__("smem_base_observed", ["1024"]), "smem_base_observed must be a list"),
+    ("wgmma", lambda a, m: m.__setitem__("family", ["wgmma"]), "is not one fastmma replays"),
+])
+def test_a_damaged_recording_fails_with_the_key_named(tmp_path, family, edit, needle):
+    """A file that does not hold what FORMAT.md says fails as a file error naming the key at
+    fault (before, several of these raised KeyError, ValueError or AttributeError out of
+    check_file and stopped the whole run)."""
+    res = conform.check_file(_damaged(tmp_path, (WMMA if family == "wmma" else WGMMA)[0], edit))
+    assert not res.ok and res.error and needle in res.error, res.error

@@ -365,3 +365,65 @@ def test_mutated_programs_to_the_interpreter(program, edits, memory):
         ptx.run(src, **kw[memory])
     except Exception as exc:  # noqa: BLE001
         assert _is_ours(exc), f"{type(exc).__name__}: {exc} in {src!r}"
+
+
+def _one_case(path):
+    """A recording cut to its first case (arrays and meta as conform reads them)."""
+    with np.load(path) as d:
+        arrays = {k: d[k] for k in d.files}
+    meta = json.loads(bytes(arrays.pop("meta")).decode())
+    n = len(arrays["mode"])
+    return {k: v[:1] if v.ndim and v.shape[0] == n else v for k, v in arrays.items()}, meta
+
+
+RECORDINGS = [_one_case(p) for p in (
+    GOLDEN / "probes" / "q9_wmma_k_loop" / "wmma.chain16.m8n8k4.row.col.f64.f64.f64.rm.crow.drow.npz",
+    GOLDEN / "wgmma" / "wgmma.chain4.m64n32k16.f32.f16.f16.adesc.ta0.tb0.sa1.sb1.npz",
+    sorted((GOLDEN / "wgmma").glob("wgmma.m64n8k16.f32.f16.f16.areg.*"))[0],
+    sorted((GOLDEN / "wmma").glob("wmma.m16n16k16.row.col.f32.f32.f16.*"))[0])]
+JUNK = [None, "x", -1, 0, 3, 10 ** 9, 2 ** 70, 1.5, True, [], [1, "a"], {}, {"chain": "x"}, "wgmma.fence.sync.aligned;"]
+RECORDING_EDITS = st.lists(st.tuples(
+    st.sampled_from(["drop", "dtype", "shape", "meta", "qualifier", "ptx"]), st.integers(0, 10 ** 6),
+    st.sampled_from(JUNK), st.sampled_from([np.uint8, np.uint16, np.int32, np.uint32, np.uint64, np.float64,
+                                            np.bool_, np.int8])),
+    min_size=1, max_size=3)
+
+
+@FUZZ
+@given(which=st.sampled_from(range(len(RECORDINGS))), edits=RECORDING_EDITS, cut=st.sampled_from([None, 0, 30, 500]))
+def test_damaged_recordings_to_conform(tmp_path_factory, which, edits, cut):
+    """conform.check_file on a recording with arrays dropped, retyped or reshaped, meta keys
+    and qualifiers replaced by junk, instructions removed or garbled, or the file cut short:
+    it returns a result, never raises, and passes only where it replayed at least one case."""
+    from fastmma import conform
+
+    arrays, meta = RECORDINGS[which]
+    arrays, meta = dict(arrays), json.loads(json.dumps(meta))
+    for edit, pick, junk, dtype in edits:
+        junk = json.loads(json.dumps(junk))  # a copy: a later edit may change what this one put in
+        name = sorted(arrays)[pick % len(arrays)]
+        if edit == "drop":
+            arrays.pop(name)
+        elif edit == "dtype":
+            with np.errstate(invalid="ignore"):  # a float NaN or inf cast to an integer
+                arrays[name] = arrays[name].astype(dtype)
+        elif edit == "shape":
+            x = arrays[name]
+            arrays[name] = [x[:0], x[None], x.reshape(-1), np.concatenate([x, x]), x[..., :1]][pick % 5]
+        elif edit == "meta":
+            meta[sorted(meta)[pick % len(meta)]] = junk
+        elif edit == "qualifier" and isinstance(meta.get("qualifiers"), dict) and meta["qualifiers"]:
+            meta["qualifiers"][sorted(meta["qualifiers"])[pick % len(meta["qualifiers"])]] = junk
+        elif edit == "ptx" and isinstance(meta.get("ptx"), list) and meta["ptx"]:
+            i = pick % len(meta["ptx"])
+            line = meta["ptx"][i]
+            cut_line = line[: pick % 40] if isinstance(line, str) else line
+            meta["ptx"][i:i + 1] = [[], [junk if isinstance(junk, str) else cut_line], [line] * 2][pick % 3]
+        if not arrays:
+            break
+    path = tmp_path_factory.mktemp("damaged") / "recording.npz"
+    np.savez(path, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    if cut is not None:
+        path.write_bytes(path.read_bytes()[:cut])
+    result = conform.check_file(path)
+    assert not result.ok or result.cases >= 1, "a file that replayed nothing passed"
