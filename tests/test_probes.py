@@ -18,7 +18,9 @@ import pytest
 
 import fastmma
 from fastmma import conform, wgmma, wmma
+from fastmma.formats import get_format
 from fastmma.isa import parse
+from fastmma.layout.wgmma_fragments import unpack_d
 
 PROBES = Path(__file__).parent / "golden" / "probes"
 FILES = sorted(PROBES.rglob("*.npz"))
@@ -77,9 +79,6 @@ def test_q8_matmul_equals_the_recorded_k_loop(path):
     """q8: a kernel's k-loop (16 wgmma.mma_async in one commit group, stepping 32 bytes along K
     inside 128B-swizzled K-blocks) gave D = A (64 x K) times B (K x 64) plus C on the H100, and
     fastmma.matmul with the same instruction gives it bit for bit."""
-    from fastmma.formats import get_format
-    from fastmma.layout.wgmma_fragments import unpack_d
-
     arrays, meta = _meta(path)
     q = meta["qualifiers"]
     a_fmt, b_fmt = get_format(q["atype"]), get_format(q["btype"])
@@ -90,8 +89,7 @@ def test_q8_matmul_equals_the_recorded_k_loop(path):
         smem = arrays["smem"][i]
         A = np.concatenate([_k_major_128b(smem, int(d), 64) for d in arrays["a_desc"][i]], axis=1)
         Bt = np.concatenate([_k_major_128b(smem, int(d), q["n"]) for d in arrays["b_desc"][i]], axis=1)
-        A = A.view(a_fmt.storage) if a_fmt.bits > 8 else A
-        B = np.ascontiguousarray(Bt.view(b_fmt.storage) if b_fmt.bits > 8 else Bt).T
+        A, B = A.view(a_fmt.storage), Bt.view(b_fmt.storage).T
         assert A.shape == B.T.shape == (64, q["k"] * 16)
         C = unpack_d(arrays["c_regs"][i], q["dtype"], q["n"]) if arrays["scale_d"][i] else None
         D = fastmma.matmul(A, B, C, instruction=instruction)
@@ -114,8 +112,6 @@ def test_q9_matmul_equals_the_recorded_wmma_k_loop(path):
     H100, and fastmma.matmul with the same wmma.mma gives it bit for bit: f16 (f32 and f16
     accumulators), bf16, tf32 (groups of 4), f64 in each rounding, s8 (wrapped and
     .satfinite), u8."""
-    from fastmma.formats import get_format
-
     arrays, meta = _meta(path)
     q = meta["qualifiers"]
     m, n, k = q["m"], q["n"], q["k"] * q["chain"]
