@@ -38,10 +38,10 @@ ARRAYS = {
     "wgmma": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
 }
-#: meta.ptx of a wmma file, line by line: what each instruction must be
-WMMA_PTX = [(WmmaLoad, "a wmma.load.a"), (WmmaLoad, "a wmma.load.b"), (WmmaLoad, "a wmma.load.c"),
-            (WmmaMma, "a wmma.mma"), (WmmaStore, "a wmma.store.d")]
-WMMA_PTX_LINES = len(WMMA_PTX)
+#: meta.ptx of a wmma file, line by line: the instruction's class, its name in the ISA and
+#: the matrix it loads
+WMMA_PTX = [(WmmaLoad, "wmma.load.a", "a"), (WmmaLoad, "wmma.load.b", "b"), (WmmaLoad, "wmma.load.c", "c"),
+            (WmmaMma, "wmma.mma", None), (WmmaStore, "wmma.store.d", None)]
 
 
 @dataclass
@@ -113,9 +113,9 @@ def check_recording(arrays: dict, meta: dict) -> None:
     ptx = meta.get("ptx")
     if not isinstance(ptx, list) or not all(isinstance(t, str) for t in ptx):
         raise ConformanceError(f"meta.ptx must be a list of instruction strings, got {ptx!r:.80}")
-    if family == "wmma" and len(ptx) != WMMA_PTX_LINES:
+    if family == "wmma" and len(ptx) != len(WMMA_PTX):
         raise ConformanceError(f"meta.ptx of a wmma file holds load a, load b, load c, mma and store "
-                               f"({WMMA_PTX_LINES} lines), got {len(ptx)}")
+                               f"({len(WMMA_PTX)} lines), got {len(ptx)}")
     mode = arrays.get("mode")
     n = len(mode) if isinstance(mode, np.ndarray) and mode.ndim == 1 else None
     if n == 0:
@@ -155,12 +155,12 @@ def _compare(result: FileResult, case: int, what: str, expected, got, limit: int
             result.mismatches.append(Mismatch(case, what, idx, int(expected[idx]), int(got[idx])))
 
 
-def _instruction(text: str, cls, what: str):
-    """``text`` parsed, checked to be the instruction its place in meta.ptx says it is."""
+def _instruction(text: str, cls, name: str, matrix: str | None = None):
+    """``text`` parsed, checked to be the instruction its place in meta.ptx says it is: a
+    ``name`` (of class ``cls``; a load of ``matrix``)."""
     inst = parse(text)
-    matrix = what.rsplit(".", 1)[1] if cls is WmmaLoad else None
     if not isinstance(inst, cls) or (matrix and inst.matrix != matrix):
-        raise ConformanceError(f"meta.ptx holds {text!r:.80} where the format puts {what}")
+        raise ConformanceError(f"meta.ptx holds {text!r:.80} where the format puts a {name}")
     return inst
 
 
@@ -169,26 +169,45 @@ def replay_wmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) ->
     and B once per step, :func:`wmma_step_offset` bytes further along K, and feeds each D to
     the next step as C; ``a_frag``/``b_frag`` are step 0's."""
     load_a, load_b, load_c, mma_text, store_text = (
-        _instruction(text, cls, what) for text, (cls, what) in zip(meta["ptx"], WMMA_PTX))
+        _instruction(text, *row) for text, row in zip(meta["ptx"], WMMA_PTX))
     chain = chain_length(meta)
-    n = len(arrays["mode"])
-    result.cases = n
-    for i in range(n):
-        ld = {key: int(arrays[f"ld{key}"][i]) for key in "abc"}
-        c = wmma.load(load_c, arrays["c_mem"][i], 0, ld["c"])
-        _compare(result, i, "c_frag", arrays["c_frag"][i], c, limit)
-        for step in range(chain):
-            frags = {key: wmma.load(inst, arrays[f"{key}_mem"][i], wmma_step_offset(inst, step, ld[key]), ld[key])
-                     for key, inst in (("a", load_a), ("b", load_b))}
-            if step == 0:
-                for key in "ab":
-                    _compare(result, i, f"{key}_frag", arrays[f"{key}_frag"][i], frags[key], limit)
-            c = d = wmma.mma(mma_text, frags["a"], frags["b"], c)
+    for i in range(len(arrays["mode"])):
+        frags = {key: wmma.load(inst, arrays[f"{key}_mem"][i], 0, int(arrays[f"ld{key}"][i]))
+                 for key, inst in (("a", load_a), ("b", load_b), ("c", load_c))}
+        for key in "abc":
+            _compare(result, i, f"{key}_frag", arrays[f"{key}_frag"][i], frags[key], limit)
+        d = wmma_k_loop(mma_text, load_a, load_b, arrays["a_mem"][i], arrays["b_mem"][i], int(arrays["lda"][i]),
+                        int(arrays["ldb"][i]), frags["a"], frags["b"], frags["c"], chain)
         _compare(result, i, "d_frag", arrays["d_frag"][i], d, limit)
         expected = arrays["d_mem"][i]
         mem = np.full(expected.shape, WMMA_PREFILL, dtype=np.uint8)
         wmma.store(store_text, mem, 0, d, int(arrays["ldd"][i]))
         _compare(result, i, "d_mem", expected, mem, limit)
+
+
+def wmma_k_loop(mma, load_a, load_b, a_mem, b_mem, lda: int, ldb: int, a, b, c, chain: int):
+    """D of a case's ``chain`` k-steps: step 0 on the fragments ``a`` and ``b`` given, each
+    later one on A and B loaded :func:`wmma_step_offset` further along K; each D is the next
+    step's C."""
+    d = c
+    for step in range(chain):
+        if step:
+            a = wmma.load(load_a, a_mem, wmma_step_offset(load_a, step, lda), lda)
+            b = wmma.load(load_b, b_mem, wmma_step_offset(load_b, step, ldb), ldb)
+        d = wmma.mma(mma, a, b, d)
+    return d
+
+
+def wgmma_chain(insts, c_regs, smem, a_desc, b_desc, a_regs, scale_d: bool, image_address: int):
+    """D registers of one case: the chain's instructions in turn on the same registers, the
+    run-time ``scale_d`` on the first and the immediate 1 on the others; instruction ``j`` on
+    ``a_desc[j]`` (or ``a_regs``) and ``b_desc[j]``."""
+    regs = c_regs
+    for j, inst in enumerate(insts):
+        source = {"a_regs": a_regs} if inst.a_source == "reg" else {"a_desc": int(a_desc[j])}
+        regs = wgmma.mma_async(inst, regs, b_desc=int(b_desc[j]), smem=smem, scale_d=scale_d if j == 0 else True,
+                               image_address=image_address, **source)
+    return regs
 
 
 def wmma_step_offset(load, step: int, ld: int) -> int:
@@ -201,24 +220,19 @@ def wmma_step_offset(load, step: int, ld: int) -> int:
 
 
 def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
-    insts = [_instruction(t, WgmmaMmaAsync, "a wgmma.mma_async") for t in meta["ptx"] if t.startswith("wgmma")]
+    insts = [_instruction(t, WgmmaMmaAsync, "wgmma.mma_async") for t in meta["ptx"] if t.startswith("wgmma")]
     chain = chain_length(meta)
     if len(insts) != chain:
         raise ConformanceError(f"meta.ptx holds {len(insts)} wgmma instructions, chain says {chain}")
     if "a_regs" not in arrays and any(inst.a_source == "reg" for inst in insts):
         raise ConformanceError("array 'a_regs' is missing; its instructions take A from registers")
     n = len(arrays["mode"])
-    result.cases = n
     a_desc = arrays["a_desc"].reshape(n, -1)
     b_desc = arrays["b_desc"].reshape(n, -1)
     bases = image_bases(meta, n)
     for i in range(n):
-        regs = arrays["c_regs"][i]
-        for j, inst in enumerate(insts):
-            source = {"a_regs": arrays["a_regs"][i]} if inst.a_source == "reg" else {"a_desc": int(a_desc[i, j])}
-            regs = wgmma.mma_async(inst, regs, b_desc=int(b_desc[i, j]), smem=arrays["smem"][i],
-                                   scale_d=bool(arrays["scale_d"][i]) if j == 0 else True,
-                                   image_address=bases[i], **source)
+        regs = wgmma_chain(insts, arrays["c_regs"][i], arrays["smem"][i], a_desc[i], b_desc[i],
+                           arrays["a_regs"][i] if "a_regs" in arrays else None, bool(arrays["scale_d"][i]), bases[i])
         _compare(result, i, "d_regs", arrays["d_regs"][i], regs, limit)
 
 

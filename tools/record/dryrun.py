@@ -23,20 +23,12 @@ FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_
 
 
 def fake_wgmma(job, arrs):
-    from fastmma.isa import parse
-
     insts = [parse(x) for x in job["meta"]["ptx"][1:]]
     n = len(arrs["mode"])
     a_desc, b_desc = arrs["a_desc"].reshape(n, -1), arrs["b_desc"].reshape(n, -1)
-    d = []
-    for i in range(n):
-        regs = arrs["c_regs"][i]
-        for j, inst in enumerate(insts):  # a chain's instructions in turn, scale-d on the first
-            src = {"a_regs": arrs["a_regs"][i]} if "a_regs" in arrs else {"a_desc": int(a_desc[i, j])}
-            regs = wgmma.mma_async(inst, regs, b_desc=int(b_desc[i, j]), smem=arrs["smem"][i],
-                                   scale_d=bool(arrs["scale_d"][i]) if j == 0 else True,
-                                   image_address=job["img_off"] % 1024, **src)
-        d.append(regs)
+    d = [conform.wgmma_chain(insts, arrs["c_regs"][i], arrs["smem"][i], a_desc[i], b_desc[i],
+                             arrs["a_regs"][i] if "a_regs" in arrs else None, bool(arrs["scale_d"][i]),
+                             job["img_off"] % 1024) for i in range(n)]
     return {"d_regs": np.stack(d), "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0,
             "fills": [0, 0xFF, 0], "keep": [True] * n}
 
@@ -54,8 +46,9 @@ def fake_wmma(job, arrs, dup=False):
                  int(arrs["ldc"][i]), int(arrs["ldd"][i])) for i in range(n)]
         width = job["d_width"]
     res = {k: [] for k in ("a_frag", "b_frag", "c_frag", "d_frag", "d_mem")}
-    chain = int(job["meta"]["qualifiers"].get("chain") or 1)
+    chain = common.chain_of(job["meta"])
     load = {x: parse(text.split(" {")[0]) for x, text in (("a", la), ("b", lb), ("c", lc))}
+    mma = parse(mm.split(" {")[0])
     for i, (am, bm, cm, lda, ldb, ldc, ldd) in enumerate(mems):
         a = wmma.load(load["a"], am, 0, lda)
         b = wmma.load(load["b"], bm, 0, ldb)
@@ -66,12 +59,7 @@ def fake_wmma(job, arrs, dup=False):
                 for r in range(frag.shape[1]):
                     if mask >> r & 1:
                         frag[:, r] = repl
-        d, a_k, b_k = c, a, b
-        for step in range(chain):  # a k-loop: A and B of each step, D as the next step's C
-            if step:
-                a_k = wmma.load(load["a"], am, conform.wmma_step_offset(load["a"], step, lda), lda)
-                b_k = wmma.load(load["b"], bm, conform.wmma_step_offset(load["b"], step, ldb), ldb)
-            d = wmma.mma(mm.split(" {")[0], a_k, b_k, d)
+        d = conform.wmma_k_loop(mma, load["a"], load["b"], am, bm, lda, ldb, a, b, c, chain)
         mem = np.full(width, common.D_PREFILL, np.uint8)
         wmma.store(st.split(" [")[0], mem, 0, d, ldd)
         for k, v in zip(("a_frag", "b_frag", "c_frag", "d_frag", "d_mem"), (a, b, c, d, mem)):
