@@ -20,8 +20,12 @@ MODE_LEGEND = {
     "6": "probe: inputs constructed by hand to settle one question (meta.case_labels says what each case holds; tools/record/README.md)",
 }
 
-WGMMA_SEQUENCE = "wgmma.fence; wgmma.mma_async x1; wgmma.commit_group; wgmma.wait_group 0"
-WMMA_SEQUENCE = "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d"
+SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain} its length
+    ("wgmma", False): "wgmma.fence; wgmma.mma_async x1; wgmma.commit_group; wgmma.wait_group 0",
+    ("wgmma", True): "wgmma.fence; wgmma.mma_async x{chain}; wgmma.commit_group; wgmma.wait_group 0",
+    ("wmma", False): "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d",
+    ("wmma", True): "wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d",
+}
 D_PREFILL = 0xA5
 
 
@@ -46,7 +50,7 @@ def wgmma_meta(job: dict, device: dict, bases: list, dyn_bytes: int, fills: list
                       "and after it) filled with 0x00 and with 0xFF (and once more with 0x00); "
                       "cases whose d_regs differed would have been dropped (meta.dropped_cases)",
         "scale_d_note": "runtime predicate p = (scale_d != 0) on the first instruction",
-        "sequence": WGMMA_SEQUENCE.replace("x1", f"x{int(job['meta']['qualifiers'].get('chain') or 1)}"),
+        "sequence": sequence("wgmma", chain_of(job["meta"])),
         "descriptor_convention": (
             "a_desc/b_desc start-address fields are relative to the image (image byte 0 = address 0); "
             "at run time the kernel copied the image to shared-window address smem_base_observed "
@@ -58,11 +62,14 @@ def wgmma_meta(job: dict, device: dict, bases: list, dyn_bytes: int, fills: list
     return meta
 
 
-def _wmma_sequence(chain: int) -> str:
-    """meta.sequence of a wmma file: one load, mma and store, or a k-loop's (FORMAT.md)."""
-    if chain == 1:
-        return WMMA_SEQUENCE
-    return f"wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d"
+def chain_of(meta: dict) -> int:
+    """Instructions per case of a job's meta or a variant (``qualifiers.chain``, 1 if absent)."""
+    return int(meta["qualifiers"].get("chain") or 1)
+
+
+def sequence(family: str, chain: int) -> str:
+    """meta.sequence: one instruction (wmma: one load each, mma, store), or a chain's (FORMAT.md)."""
+    return SEQUENCES[family, chain > 1].format(chain=chain)
 
 
 def wmma_meta(job: dict, device: dict) -> dict:
@@ -73,7 +80,7 @@ def wmma_meta(job: dict, device: dict) -> dict:
         "family": "wmma",
         "mode_legend": MODE_LEGEND,
         "d_prefill_byte": f"0x{D_PREFILL:02X}",
-        "sequence": _wmma_sequence(int(job["meta"]["qualifiers"].get("chain") or 1)),
+        "sequence": sequence("wmma", chain_of(job["meta"])),
     })
     return meta
 

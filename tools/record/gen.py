@@ -24,6 +24,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build"
 sys.path.insert(0, str(HERE))
+import common  # noqa: E402
+from samplers import TYPES  # noqa: E402
 
 ARCH = "-gencode=arch=compute_90a,code=sm_90a"
 
@@ -55,7 +57,7 @@ def wgmma_kernel(kname: str, var: dict) -> str:
     ``adesc[cs * chain + j]`` and ``bdesc[...]``, the first with the run-time scale-d, the
     others with the immediate 1."""
     q = var["qualifiers"]
-    chain = int(q.get("chain") or 1)
+    chain = common.chain_of(var)
     nd = var["nd"]
     isf = q["dtype"] == "f32"
     ctype, cons = ("float", "f") if isf else ("u32", "r")
@@ -154,91 +156,76 @@ def _words_out(dst, names, t, wpr):
     return "\n".join(lines)
 
 
+def _wmma_load(var, names, x, ptr, ld) -> str:
+    """``wmma.load`` of matrix ``x`` from ``ptr`` with stride ``ld`` into registers ``names[x]``."""
+    cons, n = _kind(var["types"][x])[1], var["regs"][x]
+    outs = ", ".join(f'"={cons}"({r})' for r in names[x])
+    return (f'  asm volatile("{var["texts"]["abc".index(x)]} {_vec(0, n)}, [%{n}], %{n + 1};"\n'
+            f'               : {outs} : "l"(gaddr({ptr})), "r"({ld}) : "memory");')
+
+
+def _wmma_mma(var, names, acc) -> str:
+    """``wmma.mma`` of registers ``names["a"]``, ``names["b"]`` and ``acc`` into ``names["d"]``."""
+    T, R = var["types"], var["regs"]
+    nd, na, nb = R["d"], R["a"], R["b"]
+    outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
+    ins = ", ".join([f'"{_kind(T["a"])[1]}"({r})' for r in names["a"]] +
+                    [f'"{_kind(T["b"])[1]}"({r})' for r in names["b"]] +
+                    [f'"{_kind(T["c"])[1]}"({r})' for r in acc])
+    return (f'  asm volatile("{var["texts"][3]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
+            f'{_vec(nd + na + nb, len(acc))};"\n               : {outs} : {ins});')
+
+
+def _wmma_store(var, names) -> str:
+    T, nd = var["types"], var["regs"]["d"]
+    ins = ", ".join(['"l"(gaddr(dp))'] + [f'"{_kind(T["d"])[1]}"({r})' for r in names["d"]] + ['"r"(ldd)'])
+    return (f'  asm volatile("{var["texts"][4]} [%0], {_vec(1, nd)}, %{nd + 1};"\n'
+            f'               :: {ins} : "memory");')
+
+
+def _fragments_out(var, names) -> list[str]:
+    """Each lane's fragment registers ``names[x]`` written out to ``{x}frag``."""
+    return [f"  {{ u32* {x}f = {x}frag + ((size_t)cs * 32 + lane) * {var['words'][x]};\n"
+            + _words_out(f"{x}f", names[x], var["types"][x], None) + "\n  }" for x in "abcd"]
+
+
 def _wmma_body(var, dup: bool) -> tuple[str, str]:
     T, R = var["types"], var["regs"]
-    texts = var["texts"]
-    decl, code = [], []
-    names = {}
-    for x in "abcd":
-        ct, _, _ = _kind(T[x])
-        names[x] = _regs(x, R[x])
-        decl.append(f"  {ct} {', '.join(names[x])};")
-    for x, ptr, ld in (("a", "ap", "lda"), ("b", "bp", "ldb"), ("c", "cp", "ldc")):
-        _, cons, _ = _kind(T[x])
-        n = R[x]
-        outs = ", ".join(f'"={cons}"({r})' for r in names[x])
-        code.append(f'  asm volatile("{texts["abc".index(x)]} {_vec(0, n)}, [%{n}], %{n + 1};"\n'
-                    f'               : {outs} : "l"(gaddr({ptr})), "r"({ld}) : "memory");')
+    names = {x: _regs(x, R[x]) for x in "abcd"}
+    decl = [f"  {_kind(T[x])[0]} {', '.join(names[x])};" for x in "abcd"]
+    code = [_wmma_load(var, names, x, ptr, ld) for x, ptr, ld in (("a", "ap", "lda"), ("b", "bp", "ldb"),
+                                                                  ("c", "cp", "ldc"))]
     if dup:
         for x in "ab":
             for i, r in enumerate(names[x]):
                 code.append(f"  {r} = ((m{x} >> {i}) & 1u) ? r{x}[{i}] : {r};")
-    nd, na, nb, nc = R["d"], R["a"], R["b"], R["c"]
-    outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
-    ins = ", ".join([f'"{_kind(T["a"])[1]}"({r})' for r in names["a"]] +
-                    [f'"{_kind(T["b"])[1]}"({r})' for r in names["b"]] +
-                    [f'"{_kind(T["c"])[1]}"({r})' for r in names["c"]])
-    code.append(f'  asm volatile("{texts[3]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
-                f'{_vec(nd + na + nb, nc)};"\n               : {outs} : {ins});')
-    ins = ", ".join(['"l"(gaddr(dp))'] + [f'"{_kind(T["d"])[1]}"({r})' for r in names["d"]] + ['"r"(ldd)'])
-    code.append(f'  asm volatile("{texts[4]} [%0], {_vec(1, nd)}, %{nd + 1};"\n'
-                f'               :: {ins} : "memory");')
-    outs = []
-    W = var["words"]
-    for x in ("a", "b", "c", "d"):
-        dst = f"{x}f"
-        outs.append(f"  {{ u32* {dst} = {x}frag + ((size_t)cs * 32 + lane) * {W[x]};\n"
-                    + _words_out(dst, names[x], T[x], None) + "\n  }")
-    return "\n".join(decl), "\n".join(code) + "\n" + "\n".join(outs)
+    code += [_wmma_mma(var, names, names["c"]), _wmma_store(var, names)]
+    return "\n".join(decl), "\n".join(code + _fragments_out(var, names))
 
 
 def _wmma_chain_body(var) -> tuple[str, str]:
     """A k-loop of ``chain`` wmma.mma on the same accumulator (C loaded once, each later step's
     C the previous D), step ``j`` loading A and B at ``j * k`` elements along K (A row-major,
     B column-major: FORMAT.md); the A and B fragments written out are step 0's."""
-    T, R, texts, chain = var["types"], var["regs"], var["texts"], var["qualifiers"]["chain"]
+    T, R, chain = var["types"], var["regs"], var["qualifiers"]["chain"]
     assert var["layouts"]["a"] == "row" and var["layouts"]["b"] == "col" and T["c"] == T["d"], var["name"]
     names = {x: _regs(x, R[x]) for x in "abcd"}
     first = {x: _regs(f"{x}0_", R[x]) for x in "ab"}
     decl = [f"  {_kind(T[x])[0]} {', '.join(names[x] + first.get(x, []))};" for x in "abcd"]
-    step = {x: var["qualifiers"]["k"] * BITS_OF[T[x]] // 8 for x in "ab"}  # bytes along K per step
-
-    def load(x, ptr, ld):
-        cons, n = _kind(T[x])[1], R[x]
-        outs = ", ".join(f'"={cons}"({r})' for r in names[x])
-        return (f'  asm volatile("{texts["abc".index(x)]} {_vec(0, n)}, [%{n}], %{n + 1};"\n'
-                f'               : {outs} : "l"(gaddr({ptr})), "r"({ld}) : "memory");')
-
-    code = [load("c", "cp", "ldc")]
-    nd, na, nb = R["d"], R["a"], R["b"]
+    step = {x: var["qualifiers"]["k"] * TYPES[T[x]][0] // 8 for x in "ab"}  # bytes along K per step
+    code = [_wmma_load(var, names, "c", "cp", "ldc")]
     for j in range(chain):
-        code.append(load("a", f"ap + {j * step['a']}", "lda"))
-        code.append(load("b", f"bp + {j * step['b']}", "ldb"))
+        code.append(_wmma_load(var, names, "a", f"ap + {j * step['a']}", "lda"))
+        code.append(_wmma_load(var, names, "b", f"bp + {j * step['b']}", "ldb"))
         if j == 0:
             code += [f"  {f} = {r};" for x in "ab" for f, r in zip(first[x], names[x])]
-        acc = names["c"] if j == 0 else names["d"]
-        outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
-        ins = ", ".join([f'"{_kind(T["a"])[1]}"({r})' for r in names["a"]] +
-                        [f'"{_kind(T["b"])[1]}"({r})' for r in names["b"]] +
-                        [f'"{_kind(T["c"])[1]}"({r})' for r in acc])
-        code.append(f'  asm volatile("{texts[3]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
-                    f'{_vec(nd + na + nb, len(acc))};"\n               : {outs} : {ins});')
-    ins = ", ".join(['"l"(gaddr(dp))'] + [f'"{_kind(T["d"])[1]}"({r})' for r in names["d"]] + ['"r"(ldd)'])
-    code.append(f'  asm volatile("{texts[4]} [%0], {_vec(1, nd)}, %{nd + 1};"\n'
-                f'               :: {ins} : "memory");')
-    W = var["words"]
-    for x in "abcd":
-        regs = first.get(x, names[x])
-        code.append(f"  {{ u32* {x}f = {x}frag + ((size_t)cs * 32 + lane) * {W[x]};\n"
-                    + _words_out(f"{x}f", regs, T[x], None) + "\n  }")
-    return "\n".join(decl), "\n".join(code)
-
-
-BITS_OF = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32}
+        code.append(_wmma_mma(var, names, names["c"] if j == 0 else names["d"]))
+    code.append(_wmma_store(var, names))
+    return "\n".join(decl), "\n".join(code + _fragments_out(var, dict(names, **first)))
 
 
 def wmma_kernel(kname: str, var: dict) -> str:
-    chained = (var["qualifiers"].get("chain") or 1) > 1
+    chained = common.chain_of(var) > 1
     decl, body = _wmma_chain_body(var) if chained else _wmma_body(var, dup=False)
     return f"""
 extern "C" __global__ void __launch_bounds__(32)
@@ -334,7 +321,7 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
     for j in jobs:
         lines = ptx_lines[j["kernel"]]
         if j["kind"] == "wgmma":
-            chain = int(j["meta"]["qualifiers"].get("chain") or 1)
+            chain = common.chain_of(j["meta"])
             assert len(lines) == 1 + chain and lines[0].startswith("setp"), lines
             assert all(x.startswith("wgmma") for x in lines[1:]), lines
             # the template must be the compiled text with its operands made symbolic; a
@@ -345,7 +332,7 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
             j["meta"]["ptx"] = lines
             continue
-        chain = int(j["meta"]["qualifiers"].get("chain") or 1)
+        chain = common.chain_of(j["meta"])
         assert len(lines) == 3 * chain + 2, lines
         # a wmma chain's compiled text repeats the loads of A and B and the mma: meta.ptx keeps
         # the first of each, in the order load a, load b, load c, mma, store

@@ -23,6 +23,7 @@ from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.wgmma_fragments import pack_a, pack_d
 from fastmma.layout.wmma_memory import fragment_registers
 
+from common import chain_of
 from samplers import TYPES, sample, storage, value
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden"
@@ -371,7 +372,7 @@ def _mem_bytes(mat_bits: np.ndarray, t: str, layout: str, ld: int, rng) -> np.nd
 def wmma_case(var, A, B, C, rng, lds=None):
     """Memory images for logical A (MxK), B (KxN), C (MxN) raw bits; default (smallest) strides."""
     m, n, k = SHAPE_MNK[var["shape"]]
-    k *= var["qualifiers"].get("chain") or 1  # a k-loop's A and B hold every step's K
+    k *= chain_of(var)  # a k-loop's A and B hold every step's K
     L = var["layouts"]
     T = var["types"]
     dims = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}
