@@ -85,6 +85,8 @@ def batch_shape(a, b, c) -> tuple[int, ...]:
     """The leading (batch) dimensions of stacks of A, B and C (or None) broadcast together,
     as ``numpy.matmul`` broadcasts them; ``()`` for single matrices."""
     shapes = [x.shape[:-2] for x in (a, b, c) if x is not None]
+    if not any(shapes):  # single matrices: the usual call, without numpy's broadcasting
+        return ()
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:

@@ -43,6 +43,7 @@ def test_recording_through_the_fast_kernels(path, monkeypatch):
     from fastmma import kernels
 
     monkeypatch.setattr(kernels, "FAST_KERNEL_MIN_MACS", 0)
+    monkeypatch.setattr(kernels, "SMALL_KERNEL_MACS", -1)
     assert_conforms(path)
 
 
@@ -53,6 +54,18 @@ def test_recording_through_the_reference_kernels(path, monkeypatch):
     from fastmma import kernels
 
     monkeypatch.setattr(kernels, "FAST_KERNEL_MIN_MACS", 1 << 62)
+    monkeypatch.setattr(kernels, "SMALL_KERNEL_MACS", -1)
+    assert_conforms(path)
+
+
+@pytest.mark.parametrize("path", WGMMA[::3] + WMMA[::3], ids=lambda p: p.stem)
+def test_recording_through_the_small_kernel(path, monkeypatch):
+    """The one-thread kernel of small float tiles (:mod:`fastmma.kernels.small_gemm`) takes
+    every float instruction here, the wide wgmma shapes included, and must reproduce the
+    hardware for each (integer and f64 recordings run as usual)."""
+    from fastmma import kernels
+
+    monkeypatch.setattr(kernels, "SMALL_KERNEL_MACS", 1 << 62)
     assert_conforms(path)
 
 

@@ -1387,3 +1387,101 @@ def test_b_decoder_picks_the_ieee_type_each_format_is_a_narrower_field_of():
     assert kind((5, 2, 15, 0, 0), 8) == _GENERAL  # e5m2's fields with a finite all-ones exponent
     assert kind((8, 7, 127, 0, 0), 16) == _GENERAL  # bf16's, the same
     assert kind((8, 7, 120, 1, 0), 16) == _GENERAL  # another bias
+
+
+# ---------------------------------------------------------------- the one-thread kernel of small tiles
+
+
+def run_small(text, a, b, c, use_c=True, neg_a=False, neg_b=False):
+    """:func:`.small_gemm.small_gemm` and the reference on the same operands, as
+    ``kernels.execute`` hands them over."""
+    from fastmma.kernels.small_gemm import small_gemm
+
+    inst = parse(text)
+    c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)
+    got = small_gemm(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
+                     c_emin=get_format(ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
+                     use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    ref = reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype, use_c=use_c,
+                    neg_a=neg_a, neg_b=neg_b)
+    return got, ref
+
+
+@settings(max_examples=int(os.environ.get("FASTMMA_FUZZ_EXAMPLES", "60")), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), text=st.sampled_from(INSTRUCTIONS + FP8_PAIRS),
+       m=st.integers(1, 40), n=st.integers(1, 70), groups=st.integers(1, 4),
+       modes=st.tuples(*[st.sampled_from(["narrow", "wide", "tiny", "raw", "samesign", "subnormal", "cancel",
+                                          "huge"])] * 3),
+       use_c=st.booleans(), neg=st.tuples(st.booleans(), st.booleans()))
+def test_small_kernel_equals_the_reference(seed, text, m, n, groups, modes, use_c, neg):
+    """Every float rule on the one-thread kernel of single instructions' tiles (columns past
+    its padding of 32 too), with adversarial data, infinities and NaNs among it, negation, C
+    or none."""
+    inst = parse(text)
+    rng = np.random.default_rng(seed)
+    k = groups * inst.rule.group
+    a = adversarial_bits(rng, inst.atype, (m, k), modes[0])
+    b = adversarial_bits(rng, inst.btype, (k, n), modes[1])
+    c = adversarial_bits(rng, inst.ctype, (m, n), modes[2])
+    got, ref = run_small(text, a, b, c, use_c, *neg)
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("text", INSTRUCTIONS)
+def test_small_kernel_with_a_lone_special_in_each_operand(text):
+    """One inf or NaN in A, in B or in C, among finite data: only its row, column or element
+    differs from the data without it, and every output equals the reference."""
+    inst = parse(text)
+    rng = np.random.default_rng(11)
+    k = 2 * inst.rule.group
+    a = random_bits(rng, inst.atype, (9, k), "narrow")
+    b = random_bits(rng, inst.btype, (k, 40), "narrow")
+    c = random_bits(rng, inst.ctype, (9, 40), "narrow")
+    clean, _ = run_small(text, a, b, c)
+    for name, x, where in (("a", a, (3, 5)), ("b", b, (k - 1, 33)), ("c", c, (8, 0))):
+        for special in ("inf", "nan"):
+            fmt = get_format({"a": inst.atype, "b": inst.btype, "c": inst.ctype}[name])
+            if special == "inf" and not fmt.ieee_specials:
+                continue  # e4m3 has no infinity
+            bad = x.copy()
+            value = np.array([np.inf if special == "inf" else np.nan], np.float32)
+            bad[where] = value.astype(np.float32 if fmt.name == "tf32" else fmt.value_dtype).view(fmt.storage)[0]
+            ops = {"a": a, "b": b, "c": c, name: bad}
+            got, ref = run_small(text, ops["a"], ops["b"], ops["c"])
+            assert np.array_equal(got, ref), (name, special)
+            row, col = (where[0], None) if name == "a" else (None, where[1]) if name == "b" else where
+            changed = np.argwhere(got != clean)
+            assert all((row is None or r == row) and (col is None or j == col) for r, j in changed), (name, special)
+
+
+@pytest.mark.parametrize("text", [INSTRUCTIONS[7], INSTRUCTIONS[1], INSTRUCTIONS[0]])
+def test_small_kernel_with_accumulators_below_the_output_formats_normals(text):
+    """An f32 C far below f16's smallest normal exponent (wmma f16 D from f32 C) and tiny
+    products, over two groups: the first group reads C's exponent by C's format, the second
+    the accumulator's by D's."""
+    inst = parse(text)
+    rng = np.random.default_rng(4)
+    k = 2 * inst.rule.group
+    a = random_bits(rng, inst.atype, (7, k), "tiny")
+    b = random_bits(rng, inst.btype, (k, 12), "tiny")
+    cf = get_format(inst.ctype)
+    c = (rng.standard_normal((7, 12)) * 2.0 ** rng.integers(-34, -18, (7, 12))).astype(cf.value_dtype).view(cf.storage)
+    got, ref = run_small(text, a, b, c)
+    assert np.array_equal(got, ref)
+
+
+def test_small_kernel_reads_an_f32_c_below_f16s_normals_by_its_own_format():
+    """wmma f16 D from an f32 C (the f32 mode): C = 2^-25 is half of f16's smallest
+    subnormal, and one product 2^-24 * 2^-24 = 2^-48 lies on the group's grid (e_max = -25,
+    25 fraction bits: 2^-50) only if C's exponent is read as f32's, not clamped to f16's
+    smallest normal exponent -14 (grid 2^-39, where the product truncates to 0).  The sum
+    2^-25 + 2^-48 is above the tie, so it rounds to nearest f16 as 2^-24 (bits 0x0001);
+    the tie alone would round to +0."""
+    text = INSTRUCTIONS[7]  # wmma m16n16k16, D f16, C f32
+    a = np.zeros((16, 16), np.float16)
+    b = np.zeros((16, 16), np.float16)
+    a[:, 0] = b[0, :] = np.float16(2.0**-24)
+    c = np.full((16, 16), 2.0**-25, np.float32)
+    got, ref = run_small(text, a.view(np.uint16), b.view(np.uint16), c.view(np.uint32))
+    assert np.array_equal(got, ref)
+    assert (got == 0x0001).all()

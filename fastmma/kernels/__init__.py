@@ -42,6 +42,15 @@ def format_params(name: str) -> tuple:
 #: stood, single wgmma instructions took up to 20 times as long as they needed.
 FAST_KERNEL_MIN_MACS = 1 << 14
 
+#: Float (fused-dot) problems of at most this many multiply-adds run on the one-thread kernel
+#: of :mod:`.small_gemm`, ahead of both of the above: a single instruction's tile costs it
+#: less than the blocked kernels' start (two threads, panels, scratch) and far less than the
+#: per-element kernel.  Timed one call at a time on 2 cores (AMD EPYC), beside the reference
+#: and the blocked kernel: wmma m16n16k16 f16 6.4 us (20 and 30), m64n8k16 12 us (34 and
+#: 26), m64n64k16 18 us (233 and 27), m64n128k16 25 us (blocked 28), m64n256k8 tf32 29 us
+#: (blocked 41), m64n256k16 51 us (blocked 33).
+SMALL_KERNEL_MACS = 1 << 17
+
 
 def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
             use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
@@ -51,9 +60,19 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     their formats (sub-byte elements one per byte).  ``use_c=False`` ignores C entirely
     (scale-d = 0); ``neg_a``/``neg_b`` negate A/B (imm-scale = -1).  K must be a multiple
     of the rule's group size.  C is read in ``ctype`` for the first group and the
-    accumulator in ``dtype`` after it.  Small problems go to :func:`reference`.
+    accumulator in ``dtype`` after it.  Small float problems go to :mod:`.small_gemm`, other
+    small ones to :func:`reference`.
     """
-    if a.shape[0] * a.shape[1] * b.shape[1] < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
+    macs = a.shape[0] * a.shape[1] * b.shape[1]
+    if macs <= SMALL_KERNEL_MACS and isinstance(rule, FusedDotRule):
+        from .small_gemm import small_gemm
+
+        c, ctype = c_as_accumulator(rule, c, ctype)
+        with launch_lock:  # its rare pass over infinities and NaNs runs on every core
+            return small_gemm(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                              c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
+                              use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    if macs < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
         return reference(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     with launch_lock:
         if isinstance(rule, FusedDotRule):
