@@ -290,6 +290,13 @@ def adversarial_bits(rng, fmt, shape, mode):
         return v.astype(np.float32 if fmt == "tf32" else f.value_dtype).view(f.storage)
 
 
+def adversarial_operands(rng, inst, m, n, k, modes):
+    """A (M x K), B (K x N) and C (M x N) bits of ``inst``'s types, by :func:`adversarial_bits`
+    in ``modes`` (one for each)."""
+    return (adversarial_bits(rng, inst.atype, (m, k), modes[0]), adversarial_bits(rng, inst.btype, (k, n), modes[1]),
+            adversarial_bits(rng, inst.ctype, (m, n), modes[2]))
+
+
 @settings(max_examples=int(os.environ.get("FASTMMA_FUZZ_EXAMPLES", "12")), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), text=st.sampled_from(INSTRUCTIONS + FP8_PAIRS),
        m=st.integers(1, 140), n=st.integers(120, 300), groups=st.integers(1, 4),
@@ -302,9 +309,7 @@ def test_random_shapes_across_whole_register_blocks(seed, text, m, n, groups, mo
     inst = parse(text)
     rng = np.random.default_rng(seed)
     k = groups * inst.rule.group
-    a = adversarial_bits(rng, inst.atype, (m, k), modes[0])
-    b = adversarial_bits(rng, inst.btype, (k, n), modes[1])
-    c = adversarial_bits(rng, inst.ctype, (m, n), modes[2])
+    a, b, c = adversarial_operands(rng, inst, m, n, k, modes)
     blocks = (inst.rule.group * int(rng.integers(1, groups + 1)), int(rng.integers(1, 300)),
               int(rng.integers(1, 80))) if small_blocks else None
     got, ref = run(text, a, b, c, use_c=use_c, blocks=blocks)
@@ -1414,15 +1419,12 @@ def run_small(text, a, b, c, use_c=True, neg_a=False, neg_b=False):
                                           "huge"])] * 3),
        use_c=st.booleans(), neg=st.tuples(st.booleans(), st.booleans()))
 def test_small_kernel_equals_the_reference(seed, text, m, n, groups, modes, use_c, neg):
-    """Every float rule on the one-thread kernel of single instructions' tiles (columns past
-    its padding of 32 too), with adversarial data, infinities and NaNs among it, negation, C
-    or none."""
+    """Every float rule on the one-thread kernel of single instructions' tiles, with
+    adversarial data, infinities and NaNs among it, negation, C or none."""
     inst = parse(text)
     rng = np.random.default_rng(seed)
     k = groups * inst.rule.group
-    a = adversarial_bits(rng, inst.atype, (m, k), modes[0])
-    b = adversarial_bits(rng, inst.btype, (k, n), modes[1])
-    c = adversarial_bits(rng, inst.ctype, (m, n), modes[2])
+    a, b, c = adversarial_operands(rng, inst, m, n, k, modes)
     got, ref = run_small(text, a, b, c, use_c, *neg)
     assert np.array_equal(got, ref)
 
@@ -1434,9 +1436,7 @@ def test_small_kernel_with_a_lone_special_in_each_operand(text):
     inst = parse(text)
     rng = np.random.default_rng(11)
     k = 2 * inst.rule.group
-    a = random_bits(rng, inst.atype, (9, k), "narrow")
-    b = random_bits(rng, inst.btype, (k, 40), "narrow")
-    c = random_bits(rng, inst.ctype, (9, 40), "narrow")
+    a, b, c = adversarial_operands(rng, inst, 9, 40, k, ("narrow",) * 3)
     clean, _ = run_small(text, a, b, c)
     for name, x, where in (("a", a, (3, 5)), ("b", b, (k - 1, 33)), ("c", c, (8, 0))):
         for special in ("inf", "nan"):
