@@ -1485,3 +1485,35 @@ def test_small_kernel_reads_an_f32_c_below_f16s_normals_by_its_own_format():
     got, ref = run_small(text, a.view(np.uint16), b.view(np.uint16), c.view(np.uint32))
     assert np.array_equal(got, ref)
     assert (got == 0x0001).all()
+
+
+@pytest.mark.skipif(not HAS_MXCSR, reason="x86 only")
+@pytest.mark.parametrize("text", [INSTRUCTIONS[1], INSTRUCTIONS[7], INSTRUCTIONS[2]])
+def test_small_kernel_ignores_the_callers_rounding_mode_and_flush_to_zero(text):
+    """The small-tile kernel runs on the calling thread, whose MXCSR may round toward zero
+    and flush subnormals (a library built with fast-math): its f16 rounding (by adding and
+    subtracting a constant) needs round to nearest, and bf16 operands and an f32 C below
+    2^-126 are subnormal values that denormals-are-zero would read as zeros.  The caller's
+    MXCSR settings come back as they were."""
+    @njit
+    def set_mxcsr(x):
+        write_mxcsr(np.int32(x))
+
+    @njit
+    def get_mxcsr():
+        return read_mxcsr()
+
+    inst = parse(text)
+    rng = np.random.default_rng(8)
+    k = 2 * inst.rule.group
+    a, b, c = adversarial_operands(rng, inst, 24, 40, k, ("subnormal", "narrow", "subnormal"))
+    hostile = MXCSR_TOWARD_ZERO | 0x8040  # toward zero, flush-to-zero (bit 15), denormals-are-zero (bit 6)
+    set_mxcsr(hostile)
+    try:
+        got = run_small(text, a, b, c)[0]
+        left = get_mxcsr()
+    finally:
+        set_mxcsr(MXCSR_NEAREST)
+    ref = run_small(text, a, b, c)[1]
+    assert np.array_equal(got, ref)
+    assert left & ~0x3F == hostile  # the control bits (bits 0-5 are sticky exception flags)

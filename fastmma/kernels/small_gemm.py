@@ -23,6 +23,7 @@ from numba import njit
 
 from .bitcast import f32_from_bits
 from .fused_dot import rounding_code
+from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
 from .fused_gemm import _d_bits, _decode_value, _group_row64, fixup_specials
 from .vector_ops import f32_from_f16_bits
 
@@ -64,9 +65,13 @@ def _small_body(a, b, c, af, bf, rows_fn, frac, e_zero, omb, rnd, c_emin, d_emin
     bits of the formats ``af`` and ``bf``, and C's bits, group after group of ``rows_fn``'s
     size in increasing k (K a multiple of it); A's rows, B's columns and C's elements that
     hold an inf or NaN, whose outputs are left for :func:`.fused_gemm.fixup_specials`, and
-    whether there is any."""
+    whether there is any.  It runs on the calling thread with MXCSR at its defaults (round
+    to nearest, which the f16 rounding's constants need, and no flush of subnormals, which
+    bf16, tf32 and f32 values can be), and gives the thread its own back."""
     m, kk = a.shape
     n = b.shape[1]
+    saved = read_mxcsr()
+    write_mxcsr(np.int32(MXCSR_NEAREST))  # whatever the calling thread rounds or flushes by
     av, ae, a_special = _decoded(a, af, neg_a)
     bv, be, b_special = _decoded(b, bf, neg_b)
     acc, elems = _accumulator_values(c, use_c)
@@ -79,6 +84,7 @@ def _small_body(a, b, c, af, bf, rows_fn, frac, e_zero, omb, rnd, c_emin, d_emin
             cols[j] |= b_special[k, j]
     work = np.empty((3, n), np.int64)  # E, S (as float64) and T
     rows_fn(acc, av, ae, bv, be, work, frac, e_zero, omb, rnd, c_emin, d_emin)
+    write_mxcsr(saved)
     return acc, rows, cols, elems, rows.any() or cols.any() or elems.any()
 
 
