@@ -64,25 +64,32 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     small ones to :func:`reference`.
     """
     macs = a.shape[0] * a.shape[1] * b.shape[1]
+    kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if macs <= SMALL_KERNEL_MACS and isinstance(rule, FusedDotRule):
         from .small_gemm import small_gemm
 
-        c, ctype = c_as_accumulator(rule, c, ctype)
-        with launch_lock:  # its rare pass over infinities and NaNs runs on every core
-            return small_gemm(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                              c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
-                              use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+        return _fused(small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if macs < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
-        return reference(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
-    with launch_lock:
-        if isinstance(rule, FusedDotRule):
-            from .fused_gemm import fused_gemm
+        return reference(rule, a, b, c, atype, btype, ctype, dtype, **kw)
+    if isinstance(rule, FusedDotRule):
+        from .fused_gemm import fused_gemm
 
-            c, ctype = c_as_accumulator(rule, c, ctype)
-            return fused_gemm(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                              c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
-                              use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+        return _fused(fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+    with launch_lock:
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+
+
+def _fused(kernel, rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, neg_b):
+    """``kernel`` (``fused_gemm``, ``fused_gemm_stack`` or ``small_gemm``) on the operands as
+    the fused-dot kernels take them: C as the sum reads it (:func:`c_as_accumulator`), each
+    format's parameters, C's and D's smallest normal exponents; under :data:`launch_lock`
+    (``small_gemm`` runs on the calling thread, but its pass over infinities and NaNs on
+    every core)."""
+    with launch_lock:
+        c, ctype = c_as_accumulator(rule, c, ctype)
+        return kernel(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                      c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
+                      use_c=use_c, neg_a=neg_a, neg_b=neg_b)
 
 
 #: A stack of GEMMs of fewer multiply-adds each than this runs through the stack kernels
@@ -126,15 +133,11 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     return out
 
 
-def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, neg_b):
+def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
     """One call of the stack kernels (:func:`.fused_gemm.fused_gemm_stack`)."""
     from .fused_gemm import fused_gemm_stack
 
-    with launch_lock:
-        c, ctype = c_as_accumulator(rule, c, ctype)
-        return fused_gemm_stack(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                                c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
-                                use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    return _fused(fused_gemm_stack, rule, a, b, c, atype, btype, ctype, dtype, **kw)
 
 
 def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):

@@ -45,7 +45,9 @@ def _decoded(x, p, neg):
 @njit(cache=True, inline="always")
 def _accumulator_values(c, use_c):
     """C's bits (float32 or f16) as float32 values, zeros where not ``use_c``; an inf or NaN
-    becomes 0 and is marked in the second array (its outputs are recomputed)."""
+    becomes 0 and is marked in the second array (its outputs are recomputed).  What
+    :func:`.fused_gemm._accumulator` gives in numpy, here in the kernel: that one's copy,
+    ``isfinite`` and ``all`` cost a wmma call 1-1.5 us of its 14."""
     m, n = c.shape
     acc = np.zeros((m, n), np.float32)
     elems = np.zeros((m, n), np.bool_)
