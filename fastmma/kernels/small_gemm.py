@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bitcast import f32_from_bits
+from .bitcast import f32_from_bits, f64_from_bits
 from .fused_dot import rounding_code
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
-from .fused_gemm import _d_bits, _decode_value, _group_row64, fixup_specials
+from .fused_gemm import _c_exponent, _d_bits, _decode_value, _finish_row, _group_row64, fixup_specials
 from .vector_ops import f32_from_f16_bits
 
 
@@ -84,22 +84,74 @@ def _small_body(a, b, c, af, bf, rows_fn, frac, e_zero, omb, rnd, c_emin, d_emin
     for k in range(kk):
         for j in range(n):
             cols[j] |= b_special[k, j]
-    work = np.empty((3, n), np.int64)  # E, S (as float64) and T
+    R = max(1, min(m, BLOCK_OUTPUTS // max(n, 1))) if n <= BLOCK_MAX_N else 1
+    work = np.empty((3, R * n), np.int64)  # E, S (as float64) and T of a block of R rows
     rows_fn(acc, av, ae, bv, be, work, frac, e_zero, omb, rnd, c_emin, d_emin)
     write_mxcsr(saved)
     return acc, rows, cols, elems, rows.any() or cols.any() or elems.any()
 
 
+#: Tiles of at most BLOCK_MAX_N columns run their rows in blocks of about BLOCK_OUTPUTS
+#: outputs (:func:`_group_block64`).  A row of such a tile is one or two vectors, and one
+#: row at a time its chains of dependent steps left the core idle between them; on a wider
+#: tile a row alone fills it, and keeping each vector's sum in a register through the k
+#: terms (:func:`.fused_gemm._group_row64`) wins.  ``fastmma.mma`` per call, AMD EPYC, row by
+#: row against in blocks: m64n8k16 f16 19.5 us against 16.2, m64n16k16 20.1 against 18.7,
+#: wmma m32n8k16 15.4 against 13.5; with blocks also for 32 columns, m64n32k16 took 23.7 us
+#: against 21.4.
+BLOCK_MAX_N = 16
+BLOCK_OUTPUTS = 256
+
+
+@njit(cache=True, inline="always")
+def _group_block64(acc, r0, R, G, g0, av, ae, bv, be, E, S, T, frac, e_floor, omb, rnd, emin):
+    """One fused group of ``G`` terms from ``g0`` for rows ``r0 .. r0 + R`` of ``acc``, as
+    :func:`.fused_gemm._group_row64` computes each row (``E``, ``S``, ``T``: ``R`` rows of
+    scratch), with the rows' steps interleaved: each loop over the k terms runs through every
+    row of the block, so that the rows' independent work fills the core."""
+    n = acc.shape[1]
+    for q in range(R):  # pass 1: e_max, from C's exponent and the products'
+        for j in range(n):
+            E[q, j] = max(np.int64(e_floor), np.int64(_c_exponent(acc[r0 + q, j], emin)))
+    for k in range(g0, g0 + G):
+        for q in range(R):
+            ek = np.int64(ae[r0 + q, k])
+            for j in range(n):
+                E[q, j] = max(E[q, j], ek + np.int64(be[k, j]))
+    for q in range(R):  # the scale 2^(frac - e_max); pass 2 starts each sum at 0
+        for j in range(n):
+            S[q, j] = f64_from_bits((1023 + frac - E[q, j]) << 52)
+            T[q, j] = 0
+    for k in range(g0, g0 + G):
+        for q in range(R):
+            a = av[r0 + q, k]
+            for j in range(n):
+                T[q, j] += np.int64(a * (bv[k, j] * S[q, j]))
+    _finish_row(acc[r0:r0 + R].reshape(R * n), E[:R].reshape(R * n), T[:R].reshape(R * n), R * n, frac, omb, rnd)
+
+
 @njit(cache=True, inline="always")
 def _rows_body(acc, av, ae, bv, be, work, G, frac, e_zero, omb, rnd, c_emin, d_emin):
-    """Every row of ``acc`` through the groups of ``G`` terms (:func:`_group_row64`)."""
+    """Every row of ``acc`` through the groups of ``G`` terms: one row at a time
+    (:func:`.fused_gemm._group_row64`), or, for tiles of at most :data:`BLOCK_MAX_N`
+    columns, in blocks of rows (:func:`_group_block64`; ``work``: three arrays of a block's
+    outputs)."""
     m, n = acc.shape
     kk = bv.shape[0]
-    E, S, T = work[0], work[1].view(np.float64), work[2]
-    for i in range(m):
+    if n > BLOCK_MAX_N:
+        E, S, T = work[0], work[1].view(np.float64), work[2]
+        for i in range(m):
+            for g0 in range(0, kk, G):
+                _group_row64(acc[i], G, min(G, 16), g0, n, ae, av, i, 0, be, bv, E, S, T, frac, 0, e_zero, omb, rnd,
+                             c_emin if g0 == 0 else d_emin)
+        return
+    R = work.shape[1] // max(n, 1)
+    E, S, T = work[0].reshape((R, n)), work[1].view(np.float64).reshape((R, n)), work[2].reshape((R, n))
+    for r0 in range(0, m, R):
+        rb = min(R, m - r0)
         for g0 in range(0, kk, G):
-            _group_row64(acc[i], G, min(G, 16), g0, n, ae, av, i, 0, be, bv, E, S, T, frac, 0, e_zero, omb, rnd,
-                         c_emin if g0 == 0 else d_emin)
+            _group_block64(acc, r0, rb, G, g0, av, ae, bv, be, E, S, T, frac, e_zero, omb, rnd,
+                           c_emin if g0 == 0 else d_emin)
 
 
 # one kernel per group size: G must be a literal in the source of a compiled function
