@@ -1429,6 +1429,19 @@ def test_small_kernel_equals_the_reference(seed, text, m, n, groups, modes, use_
     assert np.array_equal(got, ref)
 
 
+@pytest.mark.parametrize("m, n", [(0, 8), (5, 0), (0, 0), (37, 1), (1, 16), (40, 16), (3, 17)])
+def test_small_kernel_on_empty_and_narrow_tiles(m, n):
+    """No rows or no columns give an empty D; tiles of up to 16 columns (taken in blocks of
+    rows, the last block short) and the first wider one equal the reference."""
+    text = INSTRUCTIONS[0]
+    inst = parse(text)
+    rng = np.random.default_rng(m * 100 + n)
+    a, b, c = adversarial_operands(rng, inst, m, n, 2 * inst.rule.group, ("wide", "narrow", "samesign"))
+    got, ref = run_small(text, a, b, c)
+    assert got.shape == (m, n)
+    assert np.array_equal(got, ref)
+
+
 @pytest.mark.parametrize("text", INSTRUCTIONS)
 def test_small_kernel_with_a_lone_special_in_each_operand(text):
     """One inf or NaN in A, in B or in C, among finite data: only its row, column or element

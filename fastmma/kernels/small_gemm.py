@@ -145,7 +145,7 @@ def _rows_body(acc, av, ae, bv, be, work, G, frac, e_zero, omb, rnd, c_emin, d_e
                 _group_row64(acc[i], G, min(G, 16), g0, n, ae, av, i, 0, be, bv, E, S, T, frac, 0, e_zero, omb, rnd,
                              c_emin if g0 == 0 else d_emin)
         return
-    R = work.shape[1] // max(n, 1)
+    R = max(1, work.shape[1] // max(n, 1))  # 1 where N = 0: no outputs, but a step for the loop
     E, S, T = work[0].reshape((R, n)), work[1].view(np.float64).reshape((R, n)), work[2].reshape((R, n))
     for r0 in range(0, m, R):
         rb = min(R, m - r0)
