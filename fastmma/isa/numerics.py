@@ -9,7 +9,6 @@ recordings in tests/golden decide.  A rule names the mechanism (one kernel modul
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 

@@ -84,8 +84,7 @@ def _small_body(a, b, c, af, bf, rows_fn, frac, e_zero, omb, rnd, c_emin, d_emin
     for k in range(kk):
         for j in range(n):
             cols[j] |= b_special[k, j]
-    R = max(1, min(m, BLOCK_OUTPUTS // max(n, 1))) if n <= BLOCK_MAX_N else 1
-    work = np.empty((3, R * n), np.int64)  # E, S (as float64) and T of a block of R rows
+    work = np.empty((3, _block_rows(m, n) * n), np.int64)  # E, S (as float64) and T of a block of rows
     rows_fn(acc, av, ae, bv, be, work, frac, e_zero, omb, rnd, c_emin, d_emin)
     write_mxcsr(saved)
     return acc, rows, cols, elems, rows.any() or cols.any() or elems.any()
@@ -101,6 +100,13 @@ def _small_body(a, b, c, af, bf, rows_fn, frac, e_zero, omb, rnd, c_emin, d_emin
 #: against 21.4.
 BLOCK_MAX_N = 16
 BLOCK_OUTPUTS = 256
+
+
+@njit(cache=True, inline="always")
+def _block_rows(m, n):
+    """The rows of a block of an M x N tile: one where N passes :data:`BLOCK_MAX_N` (and
+    where M or N is 0, which leaves nothing to compute but a step for the loops)."""
+    return max(1, min(m, BLOCK_OUTPUTS // max(n, 1))) if n <= BLOCK_MAX_N else 1
 
 
 @njit(cache=True, inline="always")
@@ -134,8 +140,8 @@ def _group_block64(acc, r0, R, G, g0, av, ae, bv, be, E, S, T, frac, e_floor, om
 def _rows_body(acc, av, ae, bv, be, work, G, frac, e_zero, omb, rnd, c_emin, d_emin):
     """Every row of ``acc`` through the groups of ``G`` terms: one row at a time
     (:func:`.fused_gemm._group_row64`), or, for tiles of at most :data:`BLOCK_MAX_N`
-    columns, in blocks of rows (:func:`_group_block64`; ``work``: three arrays of a block's
-    outputs)."""
+    columns, in blocks of :func:`_block_rows` rows (:func:`_group_block64`; ``work``: three
+    arrays of a block's outputs)."""
     m, n = acc.shape
     kk = bv.shape[0]
     if n > BLOCK_MAX_N:
@@ -145,7 +151,7 @@ def _rows_body(acc, av, ae, bv, be, work, G, frac, e_zero, omb, rnd, c_emin, d_e
                 _group_row64(acc[i], G, min(G, 16), g0, n, ae, av, i, 0, be, bv, E, S, T, frac, 0, e_zero, omb, rnd,
                              c_emin if g0 == 0 else d_emin)
         return
-    R = max(1, work.shape[1] // max(n, 1))  # 1 where N = 0: no outputs, but a step for the loop
+    R = _block_rows(m, n)
     E, S, T = work[0].reshape((R, n)), work[1].view(np.float64).reshape((R, n)), work[2].reshape((R, n))
     for r0 in range(0, m, R):
         rb = min(R, m - r0)
