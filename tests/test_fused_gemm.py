@@ -903,6 +903,58 @@ def test_decode_packed_gives_every_patterns_value_and_exponent(fmt, wide, sh, ne
     assert not np.signbit(got_v[~live]).any()
 
 
+@pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2"])
+@pytest.mark.parametrize("G, KB, MB, m, kk", [(16, 32, 64, 130, 96), (32, 64, 8, 21, 160), (8, 16, 16, 17, 40),
+                                              (4, 8, 4, 7, 20), (2, 4, 4, 5, 6), (16, 16, 64, 1, 16)])
+@pytest.mark.parametrize("wide, lows, neg", [(False, False, 0), (False, True, 1), (True, False, 1)])
+def test_decode_packed_by_blocks_equals_run_by_run(fmt, G, KB, MB, m, kk, wide, lows, neg):
+    """decode_packed, which gathers each group's runs of a block of rows and decodes them as
+    one array, gives the packed layout's every element (values, exponents and low codes) as
+    the run-by-run decoding of each row (_decode_packed_row, kept for the general formats),
+    for the kernels' group sizes and one other (2), rows and K not filling the last blocks,
+    several K-blocks, and random bit patterns with infinities and NaNs in some rows only:
+    those rows, and no others, are flagged (checked against numpy)."""
+    from fastmma.kernels.fused_gemm import (_decode_packed_row, _packed_empty, b_decoder, decode_packed,
+                                            f32_decoder)
+
+    rng = np.random.default_rng(G * 1000 + m)
+    f = get_format(fmt)
+    bits = rng.integers(0, 1 << f.bits, (m, kk), dtype=np.uint64).astype(f.storage)
+    with np.errstate(invalid="ignore", over="ignore"):
+        values = lambda x: ((x & np.uint32(0xFFFFE000)).view(np.float32) if fmt == "tf32"
+                            else x.view(f.value_dtype)).astype(np.float64)
+        calm = np.arange(m) % 3 != 1  # these rows get finite values only, the others a NaN at least
+        while not np.isfinite(values(bits[calm])).all():
+            bad = ~np.isfinite(values(bits)) & calm[:, None]
+            bits[bad] = rng.integers(0, 1 << f.bits, int(bad.sum()), dtype=np.uint64).astype(f.storage)
+        nan = (1 << (f.bits - 1)) - 1  # every magnitude bit set: a NaN in each of these formats
+        bits[~calm, rng.integers(0, kk, int((~calm).sum()))] = nan
+        want_special = ~np.isfinite(values(bits)).all(axis=1)
+    assert np.array_equal(want_special, ~calm)
+    p = format_params(fmt)
+    sh = 0 if wide else {"f16": 20, "bf16": -3, "tf32": 1, "e4m3": 19, "e5m2": -40}[fmt]
+    dtypes = (np.float64 if wide else np.float32, np.int16, np.uint32)
+    got = _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=lows)
+    want = _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=lows)
+    for x, y in zip(got, want):
+        x.view(np.uint8)[...] = 0xA5
+        y.view(np.uint8)[...] = 0xA5
+    lo, low_zero = -30, 201
+    special, any_special = decode_packed(bits, p, neg, sh, -999, 3, *got, lo, low_zero)
+    @njit(cache=False)
+    def run_by_run(bits, p, neg, zero, off, vals, exps, lows, lo, low_zero, sh):
+        q = f32_decoder(p, bits.itemsize * 8, sh, neg)
+        return [_decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh)
+                for r in range(bits.shape[0])]
+
+    rows = run_by_run(bits, p, neg, -999, 3, *want, lo, low_zero, sh)
+    assert b_decoder(p, bits.itemsize * 8, neg, 3, 1, 0).kind != _GENERAL or not F16_CONVERSIONS
+    for x, y in zip(got, want):
+        assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
+    assert np.array_equal(special, want_special) and np.array_equal(rows, want_special)
+    assert any_special == (m > 1)
+
+
 @pytest.mark.parametrize("rows", [1, 3, 13, 64])
 def test_scan_columns_merges_its_row_chunks(rows):
     """Column minima/maxima and special flags, scanned in row chunks: equal to scanning the

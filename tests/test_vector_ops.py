@@ -1,11 +1,13 @@
 """The LLVM operations of ``fastmma.kernels.vector_ops``, on values worked out by hand."""
 
 import numpy as np
+import pytest
 from numba import njit
+from numba.core.errors import TypingError
 
-from fastmma.kernels.vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, f32_from_f16_bits,
-                                        f32_from_f16_bits_by_integers, fma_f32, ldexp_f32, lshr_i32, shl_i32,
-                                        sub_i32)
+from fastmma.kernels.vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run,
+                                        f32_from_f16_bits, f32_from_f16_bits_by_integers, fma_f32, ldexp_f32,
+                                        lshr_i32, shl_i32, sub_i32)
 
 
 @njit
@@ -85,6 +87,40 @@ def test_fma_f32_rounds_once():
     assert _fma(x, x, -1.0) == np.float32(2.0**-11 + 2.0**-24)
     assert np.float32(np.float32(x) * np.float32(x)) - np.float32(1.0) == np.float32(2.0**-11)
     assert _fma(3.0, 5.0, 7.0) == np.float32(22.0)
+
+
+@njit
+def _copy_runs(dst, di, src, si):
+    copy_run(dst, di, src, si, 4)
+    copy_run(dst, di + 4, src, si + 100, 16)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.float32])
+def test_copy_run_copies_exactly_its_run(dtype):
+    """A run of 4 and one of 16 (literals) land at their places; every other element of the
+    destination keeps its value, whatever the runs' alignment (offsets 3 and 101)."""
+    src = np.arange(300).astype(dtype)
+    dst = np.full(40, 7, dtype)
+    _copy_runs(dst, 3, src, 101)
+    want = np.full(40, 7, dtype)
+    want[3:7] = np.arange(101, 105)
+    want[7:23] = np.arange(201, 217) % 256 if dtype == np.uint8 else np.arange(201, 217)
+    assert np.array_equal(dst, want)
+
+
+def test_copy_run_needs_a_literal_length_and_one_dtype():
+    @njit
+    def by_variable(dst, src, n):
+        copy_run(dst, 0, src, 0, n)
+
+    @njit
+    def across_dtypes(dst, src):
+        copy_run(dst, 0, src, 0, 4)
+
+    with pytest.raises(TypingError):
+        by_variable(np.zeros(8, np.uint16), np.zeros(8, np.uint16), 4)
+    with pytest.raises(TypingError):
+        across_dtypes(np.zeros(8, np.uint16), np.zeros(8, np.uint32))
 
 
 @njit

@@ -94,8 +94,8 @@ from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
-from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, f32_from_f16_bits, ldexp_f32, lshr_i32,
-                         shl_i32, sub_i32)
+from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
+                         lshr_i32, shl_i32, sub_i32)
 
 NEG_EXP = -16000  # exponent given to zeros: never the maximum, and twice it fits an int16
 ZERO_EXP8 = -64  # the same in int8 lanes: twice it is -128, which still fits
@@ -514,25 +514,102 @@ def _decode_b_run(src, vrow, erow, n, fq, zero):
     return _decode_b_loop(src, vrow, erow, n, fq, zero, _VIA_F32, False)
 
 
+@njit(cache=True, inline="always")
+def _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, kind, lows, sh, lo, low_zero):
+    """:func:`_decode_b_loop` for A, by a block of its groups' runs one after another: the
+    values times ``scale`` (``2^sh``, exact by :func:`prescale`), the low codes (uint32, the
+    code in each byte, :func:`_low_code`) into ``lrow`` where ``lows``.  Returns whether any
+    element is an inf or NaN."""
+    mag_mask, key, fshift, bias_off = fq.mag, fq.key, fq.fshift, fq.bias_off
+    z = as_element_of(zero, erow)
+    largest = _I32(0)
+    for k in range(n):
+        x = _I32(src[k])
+        m = _I32(x & mag_mask)
+        dead = (m == _I32(0)) | (m >= key)
+        v = np.float32(0) if dead else _b_value(x, m, fq, kind) * scale
+        vrow[k] = v
+        e = sub_i32(max(lshr_i32(m, fshift), _I32(1)), bias_off)
+        erow[k] = z if dead else as_element_of(e, erow)
+        if lows:
+            lrow[k] = np.uint32(np.uint32(_low_code(v, dead, sh, lo, 0, low_zero)) * np.uint32(0x01010101))
+        largest = max(largest, m)
+    return largest >= key
+
+
+@njit(cache=True, inline="always")
+def _decode_a_run(src, vrow, erow, lrow, n, fq, zero, scale, lows, sh, lo, low_zero):
+    """:func:`_decode_a_loop` with its kind and ``lows`` as constants (see
+    :func:`_decode_b_loop`)."""
+    if fq.kind == _AS_F16:
+        if lows:
+            return _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, _AS_F16, True, sh, lo, low_zero)
+        return _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, _AS_F16, False, sh, lo, low_zero)
+    if fq.kind == _VIA_F16:
+        if lows:
+            return _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, _VIA_F16, True, sh, lo, low_zero)
+        return _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, _VIA_F16, False, sh, lo, low_zero)
+    if lows:
+        return _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, _VIA_F32, True, sh, lo, low_zero)
+    return _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, _VIA_F32, False, sh, lo, low_zero)
+
+
+@njit(cache=True, inline="always")
+def _gather_group(runs, bits, r0, rows, c0, G):
+    """``runs[rr * G:(rr + 1) * G] = bits[r0 + rr, c0:c0 + G]`` for each of ``rows`` rows:
+    one group of a block of A's rows, its runs one after another as the packed layout holds
+    them, by :func:`.vector_ops.copy_run` for the kernels' group sizes."""
+    if G == 16:
+        for rr in range(rows):
+            copy_run(runs, rr * 16, bits[r0 + rr], c0, 16)
+    elif G == 32:
+        for rr in range(rows):
+            copy_run(runs, rr * 32, bits[r0 + rr], c0, 32)
+    elif G == 8:
+        for rr in range(rows):
+            copy_run(runs, rr * 8, bits[r0 + rr], c0, 8)
+    elif G == 4:
+        for rr in range(rows):
+            copy_run(runs, rr * 4, bits[r0 + rr], c0, 4)
+    else:
+        for rr in range(rows):
+            for k in range(G):
+                runs[rr * G + k] = bits[r0 + rr, c0 + k]
+
+
+@njit(cache=True, _nrt=False)
+def _decode_packed_block(bits, r0, kbi, ib, fq, zero, sh, vals, exps, lows, lo, low_zero, runs, special):
+    """The rows ``r0`` up to ``r0 + MB`` (or A's last) of K-block ``kbi`` of A into
+    :func:`decode_packed`'s layout, group by group: the group's runs gathered into ``runs``
+    (:func:`_gather_group`), then decoded as one array by :func:`_decode_a_run` into the
+    layout's block, which holds them in the same order.  Marks ``special[r]`` for each row
+    with an inf or NaN (read from the gathered bits, where the block has one).
+
+    A's groups are runs of 4 to 32 elements; decoded run by run (:func:`_decode_packed_row`),
+    each run's loop paid its set-up and remainder: f16, 256 x 256, one thread, 0.59 ns an
+    element that way, 0.15 ns gathered and decoded by blocks."""
+    nkb, _, ng, MB, G = vals.shape
+    cols = bits.shape[1]
+    rows = min(MB, bits.shape[0] - r0)
+    scale = np.float32(2.0 ** sh)
+    has_lows = lows.shape[3] != 0
+    for g in range(min(ng, (cols - kbi * ng * G) // G)):  # K is a multiple of G
+        _gather_group(runs, bits, r0, rows, kbi * ng * G + g * G, G)
+        if _decode_a_run(runs, vals[kbi, ib, g].reshape(MB * G), exps[kbi, ib, g].reshape(MB * G),
+                         lows[kbi, ib, g].reshape(lows.shape[3] * G), rows * G, fq, zero, scale, has_lows, sh,
+                         lo, low_zero):
+            for i in range(rows * G):
+                if _I32(_I32(runs[i]) & fq.mag) >= fq.key:
+                    special[r0 + i // G] = True
+
+
 @njit(cache=True, _nrt=False)
 def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh):
-    """Row ``r`` of A into :func:`decode_packed`'s layout; whether it holds an inf or NaN.
-    Compiled without reference counting, like the ``_rows_g*`` kernels: each group's runs are
-    views, and with numba's counting every view cost an atomic increment and decrement (A of
-    a 2048^3 GEMM, 2 threads: f16 1.16 -> 0.75 ns an element, e4m3 2.13 -> 1.46 ns).
-
-    B's decoding (:func:`_decode_b_run`, 0.12 ns an element over a whole row, f16) did not
-    make this faster (f16, 256 x 256, one thread, 0.47 ns an element here).  Run group by
-    group, its loop of 16 elements cost more in set-up and remainder (0.77 ns), and with 16
-    as a literal LLVM unrolled it into scalar code (2.7 ns).  Over a whole row into a
-    buffer, then copied group by group, the copies took 1.4 ns: a row's groups lie ``MB *
-    G`` elements apart (4 KiB for f16), so they fall into the same sets of the L1 cache.
-    Sixteen rows at a time, each group's sixteen runs copied one after another (as the
-    layout holds them), took 1.65 ns, more than its parts timed alone (decoding 0.12 ns;
-    copies of the run-time group size 0.6 ns, 0.3 with 16 written in), for a reason not
-    found.
-    Reading e4m3's low codes from the decoded values instead of decoding the bits again
-    saved nothing measurable (34 us at 256 x 256 both ways)."""
+    """Row ``r`` of A into :func:`decode_packed`'s layout, run by run; whether it holds an
+    inf or NaN.  For the formats that :func:`_decode_packed_block` does not decode (those of
+    :func:`b_decoder`'s ``_GENERAL`` kind).  Compiled without reference counting, like the
+    ``_rows_g*`` kernels: each group's runs are views, and with numba's counting every view
+    cost an atomic increment and decrement."""
     cols = bits.shape[1]
     nkb, _, ng, MB, G = vals.shape
     KB = ng * G
@@ -561,22 +638,40 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).
     Returns ``(special, any)``: which rows hold an inf or NaN, and whether any does."""
     special = decode_packed_stack(bits[None], p, neg, sh, zero, off, vals[None], exps[None], lows[None], lo,
-                                  low_zero)[0]
+                                  low_zero, get_num_threads())[0]
     return special, special.any()
 
 
 @njit(parallel=True, cache=True)
-def decode_packed_stack(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
-    """:func:`decode_packed` of each matrix ``bits[s]`` of a stack into ``vals[s]``,
-    ``exps[s]`` and ``lows[s]``, all rows of all matrices shared among the threads; which
-    rows hold an inf or NaN, ``[s, r]``."""
+def decode_packed_stack(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, threads):
+    """:func:`decode_packed` of each matrix ``bits[s]`` (C-contiguous) of a stack into
+    ``vals[s]``, ``exps[s]`` and ``lows[s]``; which rows hold an inf or NaN, ``[s, r]``.  The
+    threads share the blocks of rows of every K-block of every matrix
+    (:func:`_decode_packed_block`, each of ``threads`` shares of them in turn; numba's
+    ``get_num_threads`` in compiled code would stop its caching), or, for formats that only :func:`_decode_run` decodes,
+    the rows (:func:`_decode_packed_row`)."""
     count, rows = bits.shape[0], bits.shape[1]
-    q = f32_decoder(p, bits.itemsize * 8, sh, neg)
+    nkb, nib, _, MB, G = vals.shape[1:]
+    fq = b_decoder(p, bits.itemsize * 8, neg, off, 1, 0)
     special = np.zeros((count, rows), np.bool_)
+    if fq.kind != _GENERAL:
+        tasks = count * nkb * nib
+        shares = max(1, min(threads, tasks))
+        runs = np.empty((shares, MB * G), bits.dtype)
+        for c in prange(shares):  # share c takes the tasks c, c + shares, ...
+            saved = read_mxcsr()
+            write_mxcsr(_I32(MXCSR_NEAREST))  # no flush-to-zero of subnormal values from the caller's
+            for t in range(c, tasks, shares):
+                s, kbi, ib = t // (nkb * nib), t // nib % nkb, t % nib
+                _decode_packed_block(bits[s], ib * MB, kbi, ib, fq, zero, sh, vals[s], exps[s], lows[s], lo,
+                                     low_zero, runs[c], special[s])
+            write_mxcsr(saved)
+        return special
+    q = f32_decoder(p, bits.itemsize * 8, sh, neg)
     for i in prange(count * rows):
         s, r = i // rows, i % rows
         saved = read_mxcsr()
-        write_mxcsr(_I32(MXCSR_NEAREST))  # no flush-to-zero of subnormal values from the caller's
+        write_mxcsr(_I32(MXCSR_NEAREST))
         special[s, r] = _decode_packed_row(bits[s], r, p, q, neg, zero, off, vals[s], exps[s], lows[s], lo,
                                            low_zero, sh)
         write_mxcsr(saved)
@@ -1797,8 +1892,8 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
                  bound_b)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
     packed = _packed_a(path, m, kk, KB, MB, rule.group, count)
-    a_rows = decode_packed_stack(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
-                                 *_low_args(path.lc))
+    a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
+                                 path.lanes.off_a, *packed, *_low_args(path.lc), get_num_threads())
     if path.lc is not None:
         _pad_rows(packed, m)
     out, elems = _accumulator(c, use_c, (count, m, n))

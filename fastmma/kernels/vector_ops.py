@@ -1,4 +1,4 @@
-"""Ten LLVM operations that numba does not expose, for loops that must vectorise.
+"""Eleven LLVM operations that numba does not expose, for loops that must vectorise.
 
 ``ldexp_f32`` and ``clz_u32`` are generic LLVM intrinsics, so the loop vectoriser widens
 them like any add: on AVX-512, ``ldexp_f32`` becomes ``vscalefps`` and ``clz_u32`` becomes
@@ -17,6 +17,9 @@ computes in int8 lanes (64 per vector) or int16 lanes as the array it is given.
 ``f32_from_f16_bits`` widens an IEEE half-precision number, given by its bits, to float32
 (LLVM's ``fpext`` from ``half``): ``vcvtph2ps``, 16 lanes in one instruction, where the CPU
 converts halves itself (:data:`F16_CONVERSIONS`); in integer steps elsewhere.
+``copy_run`` copies a run of a length known when the code is compiled as one vector load and
+store: a loop of 16 elements with its length known only at run time costs more in its set-up
+than in its copying, and with the length written in, LLVM unrolled it into 16 scalar moves.
 """
 
 from __future__ import annotations
@@ -126,6 +129,28 @@ def lshr_i32(typingctx, x, n):
     """``x >> n`` for int32 ``x`` and ``n`` (0 <= n < 32), shifting in zeros (the bits of ``x``
     taken as unsigned), in 32 bits."""
     return _int32_op(x, n, "lshr")
+
+
+@intrinsic
+def copy_run(typingctx, dst, di, src, si, n):
+    """``dst[di:di + n] = src[si:si + n]`` for one-dimensional C-contiguous arrays of one
+    dtype and a literal ``n``: one unaligned load and store of an ``n``-element LLVM vector.
+    Nothing is checked: the caller keeps both runs inside their arrays."""
+    if (isinstance(n, types.IntegerLiteral) and isinstance(dst, types.Array) and isinstance(src, types.Array)
+            and dst.ndim == src.ndim == 1 and dst.layout == src.layout == "C" and dst.dtype == src.dtype
+            and isinstance(di, types.Integer) and isinstance(si, types.Integer)):
+        count = n.literal_value
+
+        def codegen(context, builder, signature, args):
+            dst_type, _, src_type, _, _ = signature.args
+            run = ir.VectorType(context.get_data_type(dst_type.dtype), count).as_pointer()
+            d = context.make_array(dst_type)(context, builder, args[0])
+            s = context.make_array(src_type)(context, builder, args[2])
+            value = builder.load(builder.bitcast(builder.gep(s.data, [args[3]]), run), align=1)
+            builder.store(value, builder.bitcast(builder.gep(d.data, [args[1]]), run), align=1)
+            return context.get_dummy_value()
+
+        return types.void(dst, di, src, si, n), codegen
 
 
 @functools.lru_cache(maxsize=None)
