@@ -1642,7 +1642,8 @@ def _pad_rows(packed, m):
     for x in packed:  # (K blocks, M blocks, groups, MB, G), or a stack of them
         last = (m - 1) % x.shape[-2]  # A's last row in its block
         end = min(x.shape[-2], -(-(last + 1) // ROWS) * ROWS)
-        x[..., -1, :, last + 1:end, :] = x[..., -1, :, last:last + 1, :]
+        if end > last + 1:  # else none to copy, and numpy's empty copies cost 1 us each
+            x[..., -1, :, last + 1:end, :] = x[..., -1, :, last:last + 1, :]
 
 
 def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True, count=None):
@@ -1654,8 +1655,7 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True, count=None):
     total, parts = _packed_layout(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows, count)
     buf = np.empty(total + 64, np.uint8)
     start = -buf.__array_interface__["data"][0] % 64  # the address; ``.ctypes.data`` takes 5 us
-    return [buf[start + offset:start + offset + size].view(dtype)[:count].reshape(shape)
-            for dtype, offset, size, count, shape in parts]
+    return [np.ndarray(shape, dtype, buf, start + offset) for dtype, offset, _, _, shape in parts]
 
 
 @functools.lru_cache(maxsize=256)
