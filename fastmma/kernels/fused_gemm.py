@@ -66,7 +66,8 @@ Blocking: for each N-block of ``NB`` columns and K-block of ``KB``, a decoded B 
 shared by the threads, which take blocks of ``MB`` rows of A (64, or fewer where M would
 leave a thread without a block: :func:`_block_sizes`).  A is decoded once, already
 packed block by block and group by group (:func:`decode_packed`: a group's A values for all
-rows of a block are contiguous); packing it per N-block instead read all of A from memory
+rows of a block are contiguous; each group's runs of a block of rows are gathered and decoded
+as one array, :func:`_decode_packed_block`); packing it per N-block instead read all of A from memory
 once per N-block, up to a quarter of the kernel's time for fp8 at 2048^3.  For each group the
 ``G x NB`` slice of the panel stays in cache while the rows stream past it.  ``G`` is a compile-time constant
 (one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
@@ -371,8 +372,8 @@ def _decode_run(src, vrow, erow, n, p, q, neg, zero, off):
     """Elements ``src[:n]`` into their values ``vrow[:n]`` and their exponents ``erow[:n]``
     (less ``off``; ``zero`` for zeros and specials): :func:`_decode_f32` (``q``) into a
     float32 ``vrow``, :func:`_decode_value` (``p``, ``neg``) into a float64 one.  Returns
-    whether any of them is an inf or NaN.  A's decoding, and B's in float64 lanes or where
-    :func:`b_decoder` finds no faster way."""
+    whether any of them is an inf or NaN.  A's decoding and B's where :func:`b_decoder`
+    finds no faster way (B's also in float64 lanes)."""
     any_special = _I32(0)
     if vrow.itemsize == 4:
         for k in range(n):
