@@ -955,6 +955,31 @@ def test_decode_packed_by_blocks_equals_run_by_run(fmt, G, KB, MB, m, kk, wide, 
     assert any_special == (m > 1)
 
 
+@pytest.mark.parametrize("fmt", ["bf16", "tf32"])
+@pytest.mark.parametrize("sh", [131, -160])
+def test_decode_packed_with_a_power_outside_float32(fmt, sh):
+    """decode_packed takes any power 2^sh, also one that is no float32 (none that prescale
+    gives): every value of A that is a float32 times 2^sh is decoded exactly (subnormals
+    times 2^131, the largest values times 2^-160)."""
+    from fastmma.kernels.fused_gemm import _packed_empty, decode_packed
+
+    f = get_format(fmt)
+    flat = _every_pattern(fmt)
+    bits = flat.reshape(-1, 16)
+    vals, exps = _packed_empty(len(bits), 16, 16, 64, 16, np.float32, np.int32)
+    decode_packed(bits, format_params(fmt), 0, sh, -999, 0, vals, exps, np.zeros((1, 1, 1, 0, 16), np.uint8), 0, 0)
+    got = vals.reshape(-1)[:flat.size].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        v = ((flat & np.uint32(0xFFFFE000)).view(np.float32) if fmt == "tf32" else flat.view(f.value_dtype))
+        v = v.astype(np.float64)
+    live = np.isfinite(v) & (v != 0)
+    want = np.where(live, v * 2.0**sh, 0.0)
+    with np.errstate(over="ignore"):
+        exact = (want.astype(np.float32).astype(np.float64) == want) & live
+    assert exact.sum() > 1000
+    assert np.array_equal(got[exact], want[exact])
+
+
 @pytest.mark.parametrize("rows", [1, 3, 13, 64])
 def test_scan_columns_merges_its_row_chunks(rows):
     """Column minima/maxima and special flags, scanned in row chunks: equal to scanning the

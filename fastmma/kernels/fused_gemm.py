@@ -607,8 +607,8 @@ def _decode_packed_block(bits, r0, kbi, ib, fq, zero, sh, vals, exps, lows, lo, 
 @njit(cache=True, _nrt=False)
 def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh):
     """Row ``r`` of A into :func:`decode_packed`'s layout, run by run; whether it holds an
-    inf or NaN.  For the formats that :func:`_decode_packed_block` does not decode (those of
-    :func:`b_decoder`'s ``_GENERAL`` kind).  Compiled without reference counting, like the
+    inf or NaN.  For what :func:`_decode_packed_block` does not decode (the formats of
+    :func:`b_decoder`'s ``_GENERAL`` kind, and powers ``2^sh`` outside float32).  Compiled without reference counting, like the
     ``_rows_g*`` kernels: each group's runs are views, and with numba's counting every view
     cost an atomic increment and decrement."""
     cols = bits.shape[1]
@@ -649,13 +649,15 @@ def decode_packed_stack(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_z
     ``vals[s]``, ``exps[s]`` and ``lows[s]``; which rows hold an inf or NaN, ``[s, r]``.  The
     threads share the blocks of rows of every K-block of every matrix
     (:func:`_decode_packed_block`, each of ``threads`` shares of them in turn; numba's
-    ``get_num_threads`` in compiled code would stop its caching), or, for formats that only :func:`_decode_run` decodes,
-    the rows (:func:`_decode_packed_row`)."""
+    ``get_num_threads`` in compiled code would stop its caching); or the rows
+    (:func:`_decode_packed_row`) for the formats that only :func:`_decode_run` decodes, and
+    where ``2^sh``, which :func:`_decode_a_loop` multiplies by, is no float32 (no power that
+    :func:`prescale` gives, 2^-93 to 2^123 for the rules' formats, but any is taken here)."""
     count, rows = bits.shape[0], bits.shape[1]
     nkb, nib, _, MB, G = vals.shape[1:]
     fq = b_decoder(p, bits.itemsize * 8, neg, off, 1, 0)
     special = np.zeros((count, rows), np.bool_)
-    if fq.kind != _GENERAL:
+    if fq.kind != _GENERAL and -149 <= sh <= 127:  # 2^sh itself a float32
         tasks = count * nkb * nib
         shares = max(1, min(threads, tasks))
         runs = np.empty((shares, MB * G), bits.dtype)
