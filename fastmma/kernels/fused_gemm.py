@@ -466,21 +466,28 @@ def _b_value(x, m, fq, kind):
 
 
 @njit(cache=True, inline="always")
+def _b_element(x, fq, kind):
+    """``(m, dead, v, e)`` of one element ``x`` by :func:`b_decoder`'s constants ``fq``:
+    its magnitude bits, whether it is a zero or special, its value (:func:`_b_value`,
+    meaningless where dead) and its exponent ``max(field, 1) - bias - off``.  The one
+    decoding of :func:`_decode_b_loop` (B) and :func:`_decode_a_loop` (A)."""
+    x = _I32(x)
+    m = _I32(x & fq.mag)
+    dead = (m == _I32(0)) | (m >= fq.key)
+    return m, dead, _b_value(x, m, fq, kind), sub_i32(max(lshr_i32(m, fq.fshift), _I32(1)), fq.bias_off)
+
+
+@njit(cache=True, inline="always")
 def _decode_b_loop(src, vrow, erow, n, fq, zero, kind, window):
     """:func:`_decode_b_run`'s loop for one ``kind`` and ``window``, each a constant where
     it is called, so that the loop holds only its own kind's steps: with the kind tested
     inside, LLVM computed all three and spilled registers."""
-    mag_mask, key, fshift, bias_off = fq.mag, fq.key, fq.fshift, fq.bias_off
     z = as_element_of(zero, erow)
     largest = _I32(0)
     smallest = _I32(2**31 - 1)  # of the non-zero magnitudes, where a window is checked
     for k in range(n):
-        x = _I32(src[k])
-        m = _I32(x & mag_mask)
-        dead = (m == _I32(0)) | (m >= key)
-        v = _b_value(x, m, fq, kind)
+        m, dead, v, e = _b_element(src[k], fq, kind)
         vrow[k] = np.float32(0) if dead else v
-        e = sub_i32(max(lshr_i32(m, fshift), _I32(1)), bias_off)
         erow[k] = z if dead else as_element_of(e, erow)
         largest = max(largest, m)
         if window:
@@ -521,21 +528,17 @@ def _decode_a_loop(src, vrow, erow, lrow, n, fq, zero, scale, kind, lows, sh, lo
     values times ``scale`` (``2^sh``, exact by :func:`prescale`), the low codes (uint32, the
     code in each byte, :func:`_low_code`) into ``lrow`` where ``lows``.  Returns whether any
     element is an inf or NaN."""
-    mag_mask, key, fshift, bias_off = fq.mag, fq.key, fq.fshift, fq.bias_off
     z = as_element_of(zero, erow)
     largest = _I32(0)
     for k in range(n):
-        x = _I32(src[k])
-        m = _I32(x & mag_mask)
-        dead = (m == _I32(0)) | (m >= key)
-        v = np.float32(0) if dead else _b_value(x, m, fq, kind) * scale
+        m, dead, v, e = _b_element(src[k], fq, kind)
+        v = np.float32(0) if dead else v * scale
         vrow[k] = v
-        e = sub_i32(max(lshr_i32(m, fshift), _I32(1)), bias_off)
         erow[k] = z if dead else as_element_of(e, erow)
         if lows:
             lrow[k] = np.uint32(np.uint32(_low_code(v, dead, sh, lo, 0, low_zero)) * np.uint32(0x01010101))
         largest = max(largest, m)
-    return largest >= key
+    return largest >= fq.key
 
 
 @njit(cache=True, inline="always")
