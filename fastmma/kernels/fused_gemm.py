@@ -73,8 +73,11 @@ once per N-block, up to a quarter of the kernel's time for fp8 at 2048^3.  For e
 (one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
 The K-blocks are long (2048 by default): each one costs a round trip of the accumulator
 tile, which measured dearer than a panel that no longer fits the L2 cache.  Every scratch
-array starts on a cache line (:func:`_aligned_empty`): a 16-lane vector that straddles two
-lines costs two loads, and measured up to a fifth of the kernel's time.
+array starts on a cache line (:func:`_aligned_empty`, :func:`carve`): a 16-lane vector that
+straddles two lines costs two loads, and measured up to a fifth of the kernel's time.  A
+decoded and B's panels are carved from one buffer of the scratch pool (:mod:`.scratch`),
+which keeps it mapped for the next call: from the C allocator afresh, it cost a third of a
+256^3 GEMM's time in some processes (page faults).
 
 Indexing.  An index that numba cannot prove non-negative (``b[kb + k, jb + j]``) gets a
 wrap-around test per element, which turns a loop over a row into gathers or stops it
@@ -95,6 +98,7 @@ from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
+from .scratch import POOL
 from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
                          lshr_i32, shl_i32, sub_i32)
 
@@ -1389,14 +1393,15 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G, wide, fma, frac, sh, e_zero, omb,
-               rnd, c_emin, d_emin, KB, NB, MB, j_lo, j_hi):
+def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, c_in, rows, G, wide, fma, frac,
+               sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, j_lo, j_hi):
     """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)``, which hold C where ``c_in``
     (else the accumulator starts at +0 and ``out`` is only written).  Returns whether B's
     rows hold an inf or NaN in those columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s,
     with B's low codes (``lc``) decoded beside its panel.  ``lanes`` ends with the bounds
     of B's exponents (:func:`b_decoder`'s window; none where the first exceeds the second);
-    an element outside them counts as an inf or NaN."""
+    an element outside them counts as an inf or NaN.  ``bpan``, ``epan`` and ``lpan``: the
+    panels' memory (:func:`panel_specs`)."""
     b_special = np.zeros(b.shape[0], np.bool_)  # per chunk of B's rows (at its first), each set by one thread
     m = out.shape[0]
     kk = b.shape[0]
@@ -1405,10 +1410,7 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
     bfq = b_decoder(bp, b.itemsize * 8, neg_b, off_b, b_lo, b_hi)
     NBP = _padded(NB, COLUMNS)  # the panel's and the tile's columns, padded (_padded)
     NBE = _padded(NB, EXPONENT_COLUMNS)
-    bpan = _aligned_empty(KB * NBP, a_val.dtype).reshape((KB, NBP))
-    epan = _aligned_empty(KB * NBE, a_exp.dtype).reshape((KB, NBE))
     nl = NBP if fma else 0
-    lpan = _aligned_empty(KB * nl, np.uint8).reshape((KB, nl))
     nmb = (m + MB - 1) // MB
     for jb in range(j_lo, j_hi, NB):
         nb = min(NB, j_hi - jb)
@@ -1459,56 +1461,56 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G,
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_32, 4, False, False,
+def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_32, 4, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_64, 4, True, False,
+def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_64, 4, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_32, 8, False, False,
+def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_32, 8, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_64, 8, True, False,
+def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_64, 8, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_32, 16, False, False,
+def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_32, 16, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_64, 16, True, False,
+def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_64, 16, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_32, 32, False, False,
+def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_32, 32, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_64, 32, True, False,
+def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_64, 32, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g32, 32, False, True,
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
+    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g32, 32, False, True,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
@@ -1516,6 +1518,17 @@ KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, Fa
            (4, True): _g4_64, (8, True): _g8_64, (16, True): _g16_64, (32, True): _g32_64}
 #: the kernels whose pass 2 is by fused multiply-adds (:func:`_rows_fma`), by group size
 FMA_KERNELS = {32: _g32_fma}
+
+
+@njit(cache=True, inline="always")
+def _new_panels(a_val, a_exp, KB, NB, fma):
+    """New arrays for :func:`_gemm_body`'s panels (:func:`panel_specs`), each on a cache
+    line: the stack kernels' tasks each decode their own."""
+    NBP, NBE = _padded(NB, COLUMNS), _padded(NB, EXPONENT_COLUMNS)
+    nl = NBP if fma else 0
+    return (_aligned_empty(KB * NBP, a_val.dtype).reshape((KB, NBP)),
+            _aligned_empty(KB * NBE, a_exp.dtype).reshape((KB, NBE)),
+            _aligned_empty(KB * nl, np.uint8).reshape((KB, nl)))
 
 
 @njit(cache=True, inline="always")
@@ -1534,9 +1547,10 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G
     for t in prange(count * NC):
         s, j_lo = t // NC, (t % NC) * width
         if j_lo < n:
-            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], b[s], bp, neg_b, lanes, lc, out[s], c_in, rows, G,
-                                  wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, j_lo,
-                                  min(n, j_lo + width))
+            bpan, epan, lpan = _new_panels(a_val, a_exp, KB, NB, fma)
+            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], b[s], bp, neg_b, lanes, lc, bpan, epan, lpan, out[s],
+                                  c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB,
+                                  j_lo, min(n, j_lo + width))
     special = np.zeros(count, np.bool_)
     for t in range(count * NC):
         special[t // NC] |= found[t]
@@ -1653,32 +1667,53 @@ def _pad_rows(packed, m):
 
 
 def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True, count=None):
-    """Uninitialised arrays for :func:`decode_packed`, one per dtype, carved from one
-    buffer, each starting on a cache line (as :func:`_aligned_empty`, in numpy: a compiled
-    function costs microseconds to call from Python).  Without ``low_rows`` the last one
-    has no rows (no low codes to hold).  With a ``count``, each is a stack of ``count``
-    such arrays (:func:`decode_packed_stack`)."""
-    total, parts = _packed_layout(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows, count)
+    """Uninitialised arrays for :func:`decode_packed`, one per dtype, carved from one new
+    buffer (:func:`carve`).  Without ``low_rows`` the last one has no rows (no low codes to
+    hold).  With a ``count``, each is a stack of ``count`` such arrays
+    (:func:`decode_packed_stack`)."""
+    specs = _packed_specs(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows, count)
+    total, _ = _layout(specs)
     buf = np.empty(total + 64, np.uint8)
     start = -buf.__array_interface__["data"][0] % 64  # the address; ``.ctypes.data`` takes 5 us
-    return [np.ndarray(shape, dtype, buf, start + offset) for dtype, offset, _, _, shape in parts]
+    return carve(buf[start:], specs)
 
 
 @functools.lru_cache(maxsize=256)
-def _packed_layout(m, kk, KB, MB, G, dtypes, low_rows, stack=None):
-    """:func:`_packed_empty`'s buffer size and, per array, ``(dtype, offset, size, count,
-    shape)``, each size whole cache lines."""
+def _packed_specs(m, kk, KB, MB, G, dtypes, low_rows, stack=None) -> tuple:
+    """``(dtype, shape)`` of each array of A decoded (:func:`_packed_empty`)."""
     shape = (-(-kk // KB), -(-m // MB), KB // G, MB, G)
     shapes = [shape] * (len(dtypes) - 1) + [shape if low_rows else shape[:3] + (0, G)]
     if stack is not None:
         shapes = [(stack,) + s for s in shapes]
-    parts, offset = [], 0
-    for dtype, s in zip(dtypes, shapes):
-        count = math.prod(s)
-        size = -(-dtype.itemsize * count // 64) * 64
-        parts.append((dtype, offset, size, count, s))
-        offset += size
-    return offset, tuple(parts)
+    return tuple(zip(dtypes, shapes))
+
+
+@functools.lru_cache(maxsize=256)
+def panel_specs(KB, NB, val_dtype, exp_dtype, fma) -> tuple:
+    """``(dtype, shape)`` of :func:`_gemm_body`'s panels of B: values, exponents and (for the
+    pass by fused multiply-adds) low codes, ``KB`` rows of ``NB`` columns padded as the
+    kernels read them (:func:`_padded`; :func:`_new_panels` makes the same)."""
+    nbp, nbe = -(-NB // COLUMNS) * COLUMNS, -(-NB // EXPONENT_COLUMNS) * EXPONENT_COLUMNS
+    return ((np.dtype(val_dtype), (KB, nbp)), (np.dtype(exp_dtype), (KB, nbe)),
+            (np.dtype(np.uint8), (KB, nbp if fma else 0)))
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(specs) -> tuple[int, tuple]:
+    """The bytes that the arrays of ``specs`` (``(dtype, shape)`` each) take in one buffer,
+    each starting on a cache line, and their offsets."""
+    offsets, total = [], 0
+    for dtype, shape in specs:
+        offsets.append(total)
+        total += -(-dtype.itemsize * math.prod(shape) // 64) * 64
+    return total, tuple(offsets)
+
+
+def carve(buf, specs) -> list:
+    """The arrays of ``specs`` over ``buf`` (uint8, starting on a cache line, at least
+    :func:`_layout`'s bytes), each on a cache line of its own."""
+    _, offsets = _layout(specs)
+    return [np.ndarray(shape, dtype, buf, offset) for (dtype, shape), offset in zip(specs, offsets)]
 
 
 def _whole_range(p) -> tuple[int, int]:
@@ -1855,15 +1890,19 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     blocks = blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT)
     path = _path(rule, a, b, af, bf, wide, exp_lanes, fma, m)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
-    packed = _packed_a(path, m, kk, KB, MB, rule.group)
-    a_rows, a_special = decode_packed(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
-                                      *_low_args(path.lc))
-    if path.lc is not None:
-        _pad_rows(packed, m)
+    a_specs = _packed_a(path, m, kk, KB, MB, rule.group)
+    specs = a_specs + panel_specs(KB, NB, a_specs[0][0], a_specs[1][0], path.lc is not None)
     out, elems = _accumulator(c, use_c, (m, n))
-    kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
-    b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB))
-    del packed
+    with POOL.borrow(_layout(specs)[0]) as scratch:
+        arrays = carve(scratch, specs)
+        packed, panels = arrays[:3], arrays[3:]
+        a_rows, a_special = decode_packed(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
+                                          *_low_args(path.lc))
+        if path.lc is not None:
+            _pad_rows(packed, m)
+        kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
+        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB), panels)
+        del arrays, packed, panels
     if path.scan is None:  # the rows of A with specials came from decoding it; B's columns need a scan
         special = a_special or b_special
         rows = a_rows
@@ -1897,15 +1936,17 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,
                  bound_b)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
-    packed = _packed_a(path, m, kk, KB, MB, rule.group, count)
-    a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
-                                 path.lanes.off_a, *packed, *_low_args(path.lc), get_num_threads())
-    if path.lc is not None:
-        _pad_rows(packed, m)
+    specs = _packed_a(path, m, kk, KB, MB, rule.group, count)
     out, elems = _accumulator(c, use_c, (count, m, n))
-    kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
-    b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB, chunks))
-    del packed
+    with POOL.borrow(_layout(specs)[0]) as scratch:
+        packed = carve(scratch, specs)
+        a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
+                                     path.lanes.off_a, *packed, *_low_args(path.lc), get_num_threads())
+        if path.lc is not None:
+            _pad_rows(packed, m)
+        kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
+        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB, chunks))
+        del packed
     b_scans = {s: scan_columns(b[s], bf) for s in np.flatnonzero(b_special)}
     if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
         return fused_gemm_stack(rule, a, b, c, af, bf, cf, df, c_emin=c_emin, d_emin=d_emin, use_c=use_c,
@@ -2008,10 +2049,11 @@ def _checks_window(bf, width) -> bool:
     return b_decoder(bf, width, 0, 0, 1, 0).kind != _GENERAL
 
 
-def _packed_a(path, m, kk, KB, MB, G, count=None):
-    """Empty arrays for A decoded (:func:`_packed_empty`) in ``path``'s lanes."""
-    return _packed_empty(m, kk, KB, MB, G, np.float64 if path.wide else np.float32, path.lanes.dtype, np.uint32,
-                         low_rows=path.lc is not None, count=count)
+def _packed_a(path, m, kk, KB, MB, G, count=None) -> tuple:
+    """``(dtype, shape)`` of each array of A decoded (:func:`_packed_empty`) in ``path``'s
+    lanes."""
+    dtypes = (np.dtype(np.float64 if path.wide else np.float32), np.dtype(path.lanes.dtype), np.dtype(np.uint32))
+    return _packed_specs(m, kk, KB, MB, G, dtypes, path.lc is not None, count)
 
 
 def _low_args(lc):
@@ -2032,13 +2074,14 @@ def _accumulator(c, use_c, shape):
     return np.where(finite, cvals, np.float32(0)), ~finite
 
 
-def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks):
+def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks, panels=()):
     """``kernel`` (of :data:`KERNELS` and the like) on A decoded, B's bits and the
-    accumulator ``out``; what it returns (whether B holds an inf or NaN)."""
+    accumulator ``out`` (and for :data:`KERNELS`, the memory of B's ``panels``); what it
+    returns (whether B holds an inf or NaN)."""
     lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
-                  out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits, rounding_code(rule),
+                  *panels, out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits, rounding_code(rule),
                   c_emin, d_emin, *blocks)
 
 
