@@ -62,6 +62,28 @@ def operands(dtype, shape, seed=0):
 BLAS_SETTLE_SECONDS = 0.25
 
 
+class PageFaults:
+    """The process's minor page faults over a ``with`` block (``count``; 0 where the platform
+    has no ``resource`` module).  A call whose scratch lands on freshly mapped pages pays a
+    fault per 4 KiB page: fastmma's scratch pool (``fastmma.kernels.scratch``) is there so
+    that its rounds pay none."""
+
+    def __enter__(self):
+        self.count, self._start = 0, _minor_faults()
+        return self
+
+    def __exit__(self, *exc):
+        self.count = _minor_faults() - self._start
+
+
+def _minor_faults() -> int:
+    try:
+        import resource
+    except ImportError:
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 class InterleavedBaseline:
     """numpy's ``A @ B`` timed before each round of the benchmark (pytest-benchmark's
     ``setup``, which it does not time), so that both sides of a ratio meet the same state of
@@ -190,12 +212,13 @@ def bench_against_mmasim(benchmark, record_speedup, case, size):
     pytest.importorskip("torch")
     instruction, dtype = CASES[case]
     A, B = operands(dtype, (size, size, size))
-    benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction},
-                       rounds=MMASIM_ROUNDS, iterations=1, warmup_rounds=1)
+    with PageFaults() as faults:
+        benchmark.pedantic(fastmma.matmul, args=(A, B), kwargs={"instruction": instruction},
+                           rounds=MMASIM_ROUNDS, iterations=1, warmup_rounds=1)
     ours = benchmark.stats.stats.min
     default, tuned = mmasim_seconds(case, size, "default"), mmasim_seconds(case, size, "tuned")
     benchmark.extra_info.update(mmasim_seconds=default, mmasim_tuned_seconds=tuned, speedup=default / ours,
-                                speedup_tuned=tuned / ours)
+                                speedup_tuned=tuned / ours, page_faults_per_round=faults.count / (MMASIM_ROUNDS + 1))
     record_speedup(case, f"{size}^3", ours, default, tuned)
 
 
