@@ -232,6 +232,30 @@ def test_stacks_of_matrices_broadcast_as_numpy_matmul(text, stack):
         assert np.array_equal(bits(got[index]), bits(chained(inst, A_i, B_i, C_i))), index
 
 
+@pytest.mark.parametrize("text", ["m64n16k16.f32.f16.f16", "m64n16k16.f16.f16.f16", "m64n16k32.f32.e4m3.e5m2",
+                                  "m64n16k8.f32.tf32.tf32"])
+@pytest.mark.parametrize("with_c", [True, False])
+def test_stack_in_several_kernel_calls_writes_each_part_in_place(monkeypatch, text, with_c):
+    """A stack larger than one call of the stack kernels takes (``STACK_ELEMENTS``, made small
+    here: 3 GEMMs a call, so 8 GEMMs take calls of 3, 3 and 2) has its D written part by part
+    into one array (in place where D is f32): each matrix equals its own k-loop, chained
+    tile by tile, C's infinities and NaNs and all."""
+    import fastmma.kernels as kernels
+
+    inst = resolve_instruction(text)
+    M, N, K = 33, 40, 64
+    monkeypatch.setattr(kernels, "STACK_ELEMENTS", 3 * (M * K + K * N + M * N))
+    assert kernels.stack_run(M, K, N) == 3
+    rng = np.random.default_rng(abs(hash((text, with_c))) % 2**32)
+    A = values(rng, inst.atype, (8, M, K), "wide")
+    B = values(rng, inst.btype, (8, K, N), "wide")
+    C = values(rng, inst.ctype, (8, M, N), "specials") if with_c else None
+    got = matmul(A, B, C, instruction=text)
+    assert got.shape == (8, M, N) and got.flags.c_contiguous
+    for s in range(8):
+        assert np.array_equal(bits(got[s]), bits(chained(inst, A[s], B[s], None if C is None else C[s]))), s
+
+
 def test_stack_with_scale_d_false_ignores_c():
     rng = np.random.default_rng(5)
     A = rng.standard_normal((2, 8, 16)).astype(np.float16)

@@ -79,17 +79,17 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
 
-def _fused(kernel, rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, neg_b):
+def _fused(kernel, rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, neg_b, **extra):
     """``kernel`` (``fused_gemm``, ``fused_gemm_stack`` or ``small_gemm``) on the operands as
     the fused-dot kernels take them: C as the sum reads it (:func:`c_as_accumulator`), each
-    format's parameters, C's and D's smallest normal exponents; under :data:`launch_lock`
-    (``small_gemm`` runs on the calling thread, but its pass over infinities and NaNs on
-    every core)."""
+    format's parameters, C's and D's smallest normal exponents (and ``extra``'s keywords);
+    under :data:`launch_lock` (``small_gemm`` runs on the calling thread, but its pass over
+    infinities and NaNs on every core)."""
     with launch_lock:
         c, ctype = c_as_accumulator(rule, c, ctype)
         return kernel(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
                       c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
-                      use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+                      use_c=use_c, neg_a=neg_a, neg_b=neg_b, **extra)
 
 
 #: A stack of GEMMs of fewer multiply-adds each than this runs through the stack kernels
@@ -126,15 +126,16 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     out = np.empty((count, m, n), get_format(dtype).storage)
     for s0 in range(0, count, run):
         s1 = min(count, s0 + run)
-        if s1 - s0 > 1:
-            out[s0:s1] = _fused_stack(rule, a[s0:s1], b[s0:s1], c[s0:s1], atype, btype, ctype, dtype, **kw)
+        if s1 - s0 > 1:  # the kernels write D into out's part
+            _fused_stack(rule, a[s0:s1], b[s0:s1], c[s0:s1], atype, btype, ctype, dtype, into=out[s0:s1], **kw)
         else:
             out[s0] = execute(rule, a[s0], b[s0], c[s0], atype, btype, ctype, dtype, **kw)
     return out
 
 
 def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
-    """One call of the stack kernels (:func:`.fused_gemm.fused_gemm_stack`)."""
+    """One call of the stack kernels (:func:`.fused_gemm.fused_gemm_stack`; ``into``, where
+    given, receives D's bits)."""
     from .fused_gemm import fused_gemm_stack
 
     return _fused(fused_gemm_stack, rule, a, b, c, atype, btype, ctype, dtype, **kw)

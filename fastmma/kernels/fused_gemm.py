@@ -1920,7 +1920,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
 
 def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
                      blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None, chunks=1,
-                     bound_b=False):
+                     bound_b=False, into=None):
     """:func:`fused_gemm` of every GEMM of a stack, ``a[s]`` (M, K) by ``b[s]`` (K, N) plus
     ``c[s]`` (M, N) into D bits ``[s]``, bit for bit as :func:`fused_gemm` gives each: the
     path (prescale, lanes) is chosen once for the whole stack, and every path gives the same
@@ -1930,14 +1930,17 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     ``chunks`` chunks, which the threads share too (a GEMM of few rows: :func:`fused_gemm`).
     ``bound_b`` leaves B unscanned where its format needs a scan, within a window that its
     decoding checks (:func:`b_window`); where B leaves it, the stack runs again with B
-    scanned."""
+    scanned.  ``into``: where given, D's bits go there (an array of D's storage, S x M x N,
+    C-contiguous), and the kernels accumulate in it where D is float32 (else D is a new
+    array): a caller that gathers the stack's parts in one array then copies none of them."""
     count, m, kk = a.shape
     n = b.shape[2]
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,
                  bound_b)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
     specs = _packed_a(path, m, kk, KB, MB, rule.group, count)
-    out, elems = _accumulator(c, use_c, (count, m, n))
+    in_place = into is not None and rounding_code(rule) == ROUND_RZ
+    out, elems = _accumulator(c, use_c, (count, m, n), into.view(np.float32) if in_place else None)
     with POOL.borrow(_layout(specs)[0]) as scratch:
         packed = carve(scratch, specs)
         a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
@@ -1951,8 +1954,11 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
         return fused_gemm_stack(rule, a, b, c, af, bf, cf, df, c_emin=c_emin, d_emin=d_emin, use_c=use_c,
                                 neg_a=neg_a, neg_b=neg_b, blocks=blocks, wide=wide, exp_lanes=exp_lanes, fma=fma,
-                                chunks=chunks)
+                                chunks=chunks, into=into)
     d = _d_bits(out, rule)
+    if into is not None and not in_place:
+        into[...] = d
+        d = into
     special = a_rows.any(axis=1) | b_special
     if elems is not None:
         special |= elems.any(axis=(1, 2))
@@ -2061,17 +2067,20 @@ def _low_args(lc):
     return (0, 0) if lc is None else (lc.lo_a, lc.zero_a)
 
 
-def _accumulator(c, use_c, shape):
+def _accumulator(c, use_c, shape, into=None):
     """``(out, elems)``: the float32 array the kernels accumulate in (C's values, or empty
-    where no C is read), and C's elements that are inf or NaN (None where there are none),
-    which start at 0 here and are recomputed by :func:`fixup_specials`."""
+    where no C is read), ``into`` where given, else a new one, and C's elements that are inf
+    or NaN (None where there are none), which start at 0 here and are recomputed by
+    :func:`fixup_specials`."""
+    out = np.empty(shape, np.float32) if into is None else into
     if not use_c:
-        return np.empty(shape, np.float32), None
-    cvals = c.view(np.float16).astype(np.float32) if c.dtype == np.uint16 else c.view(np.float32).copy()
-    finite = np.isfinite(cvals)
+        return out, None
+    np.copyto(out, c.view(np.float16) if c.dtype == np.uint16 else c.view(np.float32))
+    finite = np.isfinite(out)
     if finite.all():
-        return cvals, None
-    return np.where(finite, cvals, np.float32(0)), ~finite
+        return out, None
+    out[~finite] = 0
+    return out, ~finite
 
 
 def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks, panels=()):
