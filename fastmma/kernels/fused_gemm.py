@@ -98,7 +98,7 @@ from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
-from .scratch import POOL
+from .scratch import ALIGN, POOL, on_cache_line
 from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
                          lshr_i32, shl_i32, sub_i32)
 
@@ -615,9 +615,9 @@ def _decode_packed_block(bits, r0, kbi, ib, fq, zero, sh, vals, exps, lows, lo, 
 def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_zero, sh):
     """Row ``r`` of A into :func:`decode_packed`'s layout, run by run; whether it holds an
     inf or NaN.  For what :func:`_decode_packed_block` does not decode (the formats of
-    :func:`b_decoder`'s ``_GENERAL`` kind, and powers ``2^sh`` outside float32).  Compiled without reference counting, like the
-    ``_rows_g*`` kernels: each group's runs are views, and with numba's counting every view
-    cost an atomic increment and decrement."""
+    :func:`b_decoder`'s ``_GENERAL`` kind, and powers ``2^sh`` outside float32).  Compiled
+    without reference counting, like the ``_rows_g*`` kernels: each group's runs are views,
+    and with numba's counting every view cost an atomic increment and decrement."""
     cols = bits.shape[1]
     nkb, _, ng, MB, G = vals.shape
     KB = ng * G
@@ -1673,9 +1673,7 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True, count=None):
     (:func:`decode_packed_stack`)."""
     specs = _packed_specs(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows, count)
     total, _ = _layout(specs)
-    buf = np.empty(total + 64, np.uint8)
-    start = -buf.__array_interface__["data"][0] % 64  # the address; ``.ctypes.data`` takes 5 us
-    return carve(buf[start:], specs)
+    return carve(on_cache_line(np.empty(total + ALIGN, np.uint8), total), specs)
 
 
 @functools.lru_cache(maxsize=256)
@@ -1693,7 +1691,7 @@ def panel_specs(KB, NB, val_dtype, exp_dtype, fma) -> tuple:
     """``(dtype, shape)`` of :func:`_gemm_body`'s panels of B: values, exponents and (for the
     pass by fused multiply-adds) low codes, ``KB`` rows of ``NB`` columns padded as the
     kernels read them (:func:`_padded`; :func:`_new_panels` makes the same)."""
-    nbp, nbe = -(-NB // COLUMNS) * COLUMNS, -(-NB // EXPONENT_COLUMNS) * EXPONENT_COLUMNS
+    nbp, nbe = _padded(NB, COLUMNS), _padded(NB, EXPONENT_COLUMNS)
     return ((np.dtype(val_dtype), (KB, nbp)), (np.dtype(exp_dtype), (KB, nbe)),
             (np.dtype(np.uint8), (KB, nbp if fma else 0)))
 
@@ -1705,7 +1703,7 @@ def _layout(specs) -> tuple[int, tuple]:
     offsets, total = [], 0
     for dtype, shape in specs:
         offsets.append(total)
-        total += -(-dtype.itemsize * math.prod(shape) // 64) * 64
+        total += -(-dtype.itemsize * math.prod(shape) // ALIGN) * ALIGN
     return total, tuple(offsets)
 
 
@@ -2090,8 +2088,8 @@ def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, b
     lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
-                  *panels, out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits, rounding_code(rule),
-                  c_emin, d_emin, *blocks)
+                  *panels, out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
+                  rounding_code(rule), c_emin, d_emin, *blocks)
 
 
 def _d_bits(out, rule):

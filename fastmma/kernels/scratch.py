@@ -47,8 +47,7 @@ class ScratchPool:
         contents are whatever an earlier call left there."""
         buf = self._take(nbytes + ALIGN)
         try:
-            start = -buf.__array_interface__["data"][0] % ALIGN  # ``.ctypes.data`` costs microseconds
-            yield buf[start:start + nbytes]
+            yield on_cache_line(buf, nbytes)
         finally:
             self._give(buf)
 
@@ -76,6 +75,13 @@ class ScratchPool:
             self._free.append(buf)
             while sum(b.nbytes for b in self._free) > self.keep_bytes:
                 self._free.pop(0)  # the longest unused
+
+
+def on_cache_line(buf: np.ndarray, nbytes: int) -> np.ndarray:
+    """The first ``nbytes`` of the uint8 array ``buf`` (at least ``nbytes + ALIGN`` long)
+    from its first cache line on."""
+    start = -buf.__array_interface__["data"][0] % ALIGN  # the address; ``.ctypes.data`` costs microseconds
+    return buf[start:start + nbytes]
 
 
 #: the pool that the GEMM drivers borrow from
