@@ -223,7 +223,8 @@ def bench_against_mmasim(benchmark, record_speedup, case, size):
     ours = benchmark.stats.stats.min
     default, tuned = mmasim_seconds(case, size, "default"), mmasim_seconds(case, size, "tuned")
     benchmark.extra_info.update(mmasim_seconds=default, mmasim_tuned_seconds=tuned, speedup=default / ours,
-                                speedup_tuned=tuned / ours, page_faults_per_round=faults.count / (MMASIM_WARMUP_ROUNDS + MMASIM_ROUNDS))
+                                speedup_tuned=tuned / ours,
+                                page_faults_per_round=faults.count / (MMASIM_WARMUP_ROUNDS + MMASIM_ROUNDS))
     record_speedup(case, f"{size}^3", ours, default, tuned)
 
 
