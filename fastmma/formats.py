@@ -152,13 +152,15 @@ def _from_torch(t, name: str) -> np.ndarray:
 
 
 def to_bits(values, fmt: Format | str, name: str = "operand") -> np.ndarray:
-    """Raw bit patterns (``fmt.storage`` dtype) of a user array of ``fmt`` values.
+    """Raw bit patterns (``fmt.storage`` dtype, C-contiguous) of a user array of ``fmt`` values.
 
     Accepts an array (or torch tensor, :func:`as_numpy`) of ``fmt.value_dtype``, or of
     ``fmt.storage`` holding the bits already.  Sub-byte integers are range-checked.  Raises
     :class:`OperandError` for any other dtype, naming ``name``.
     """
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    if type(values) is np.ndarray and values.dtype == fmt.value_dtype and fmt.bits >= 8:
+        return np.ascontiguousarray(values).view(fmt.storage)  # the usual call: no checks to make
     arr = as_numpy(values, name)
     if fmt.is_float:
         if arr.dtype == fmt.value_dtype or (fmt.bits == 32 and arr.dtype == np.float32):
@@ -170,7 +172,7 @@ def to_bits(values, fmt: Format | str, name: str = "operand") -> np.ndarray:
             f"{fmt.storage}), got dtype {arr.dtype}"
         )
     if fmt.name == "b1" and arr.dtype == np.bool_:
-        return arr.astype(np.uint8)
+        return arr.astype(np.uint8, order="C")
     if arr.dtype.kind not in "iub":
         raise OperandError(f"{name} must hold {fmt.name} integers, got dtype {arr.dtype}")
     if fmt.bits >= 8 and arr.dtype not in (fmt.value_dtype, fmt.storage):
@@ -185,13 +187,15 @@ def to_bits(values, fmt: Format | str, name: str = "operand") -> np.ndarray:
                 f"{name} holds {fmt.name} values, which must lie in [{lo}, {hi}]; "
                 f"got values in [{arr.min()}, {arr.max()}]"
             )
-        return (arr.astype(np.int64) & ((1 << fmt.bits) - 1)).astype(np.uint8)
+        return (arr.astype(np.int64) & ((1 << fmt.bits) - 1)).astype(np.uint8, order="C")
     return np.ascontiguousarray(arr).view(fmt.storage)
 
 
 def from_bits(bits, fmt: Format | str) -> np.ndarray:
     """User-facing values (``fmt.value_dtype``) of raw bit patterns."""
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    if type(bits) is np.ndarray and bits.dtype == fmt.storage and fmt.bits >= 8 and bits.flags.c_contiguous:
+        return bits.view(fmt.value_dtype)
     bits = np.asarray(bits)
     if fmt.bits < 8:
         v = bits.astype(np.int16) & ((1 << fmt.bits) - 1)

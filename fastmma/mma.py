@@ -72,7 +72,7 @@ def stack_bits(values, fmt_name: str, name: str, shape: tuple[int, int] | None =
     if arr.ndim < 2:
         raise OperandError(f"{name} must be a 2-D matrix or a stack of matrices (..., rows, columns), got shape "
                            f"{arr.shape}; a vector is a 1 x K or K x 1 matrix")
-    return np.ascontiguousarray(to_bits(arr, get_format(fmt_name), name))
+    return to_bits(arr, get_format(fmt_name), name)
 
 
 def flat_stack(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:

@@ -198,6 +198,23 @@ def test_arrays_in_the_other_byte_order_are_read_by_value():
     assert np.array_equal(regs, fastmma.layout.wgmma_fragments.pack_a(A, "f16"))
 
 
+def test_bits_of_any_layout_come_out_c_contiguous():
+    """``to_bits`` gives C-contiguous bits whatever the operand's layout (the kernels read
+    rows): transposed b1 (bool) and s4 operands, which it converts, and f16 ones, which it
+    only views, hold the same bits as their contiguous copies."""
+    from fastmma.formats import to_bits
+
+    rng = np.random.default_rng(4)
+    b1 = rng.integers(0, 2, (40, 24)).astype(bool).T
+    s4 = rng.integers(-8, 8, (40, 24)).astype(np.int8).T
+    f16 = rng.standard_normal((40, 24)).astype(np.float16)[:, ::3]
+    for values, fmt in ((b1, "b1"), (s4, "s4"), (f16, "f16")):
+        assert not values.flags.c_contiguous
+        bits = to_bits(values, fmt)
+        assert bits.flags.c_contiguous
+        assert np.array_equal(bits, to_bits(np.ascontiguousarray(values), fmt))
+
+
 # ---------------------------------------------------------------- register counts
 
 
