@@ -186,6 +186,7 @@ def accumulator_instruction(inst):
     return inst if inst.ctype == inst.dtype else replace(inst, ctype=inst.dtype)
 
 
+@lru_cache(maxsize=256)
 def _k_loop(inst, use_c):
     """(a, b, c) -> d bits: the whole k-loop; a first step of C's type, if it differs."""
     rest = accumulator_instruction(inst)

@@ -66,17 +66,31 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     macs = a.shape[0] * a.shape[1] * b.shape[1]
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if macs <= SMALL_KERNEL_MACS and isinstance(rule, FusedDotRule):
-        from .small_gemm import small_gemm
-
-        return _fused(small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        return _fused(_module("small_gemm").small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if macs < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
         return reference(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if isinstance(rule, FusedDotRule):
-        from .fused_gemm import fused_gemm
-
-        return _fused(fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
     with launch_lock:
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _module(name: str):
+    """The kernel module ``name``, imported on first use (importing the kernel modules
+    defines their numba functions, which ``import fastmma`` does not wait for); an import
+    statement in every call had cost a small GEMM a microsecond."""
+    import importlib
+
+    return importlib.import_module(f".{name}", __name__)
+
+
+@functools.lru_cache(maxsize=256)
+def _fused_formats(atype: str, btype: str, ctype: str, dtype: str) -> tuple:
+    """The format parameters of A, B, C and D as the fused-dot kernels take them, and C's and
+    D's smallest normal exponents."""
+    return (tuple(format_params(t) for t in (atype, btype, ctype, dtype)),
+            get_format(ctype).min_exponent, get_format(dtype).min_exponent)
 
 
 def _fused(kernel, rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, neg_b, **extra):
@@ -87,9 +101,9 @@ def _fused(kernel, rule, a, b, c, atype, btype, ctype, dtype, *, use_c, neg_a, n
     infinities and NaNs on every core)."""
     with launch_lock:
         c, ctype = c_as_accumulator(rule, c, ctype)
-        return kernel(rule, a, b, c, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                      c_emin=get_format(ctype).min_exponent, d_emin=get_format(dtype).min_exponent,
-                      use_c=use_c, neg_a=neg_a, neg_b=neg_b, **extra)
+        params, c_emin, d_emin = _fused_formats(atype, btype, ctype, dtype)
+        return kernel(rule, a, b, c, *params, c_emin=c_emin, d_emin=d_emin, use_c=use_c, neg_a=neg_a, neg_b=neg_b,
+                      **extra)
 
 
 #: A stack of GEMMs of fewer multiply-adds each than this runs through the stack kernels
@@ -136,9 +150,7 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
 def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
     """One call of the stack kernels (:func:`.fused_gemm.fused_gemm_stack`; ``into``, where
     given, receives D's bits)."""
-    from .fused_gemm import fused_gemm_stack
-
-    return _fused(fused_gemm_stack, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+    return _fused(_module("fused_gemm").fused_gemm_stack, rule, a, b, c, atype, btype, ctype, dtype, **kw)
 
 
 def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
