@@ -90,6 +90,35 @@ def test_blocking_does_not_change_bits(blocks, k):
         assert np.array_equal(got, ref)
 
 
+@pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[2], "wgmma.mma_async.m64n8k32.f32.e4m3.e4m3"])
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_decoded_inside_the_kernel(monkeypatch, text, wide):
+    """The 2-D kernels decode A themselves, each task the block of rows it computes, in the
+    first block of columns: with several K-, N- and M-blocks (the last block of rows
+    partial, padded to whole 4-row blocks by the fp8 pass by fused multiply-adds) and an
+    inf or NaN in a row of the last K-block, the bits are the reference's, the row is
+    flagged, and no decoding runs before the kernel."""
+    from fastmma.kernels import fused_gemm as fg
+
+    inst = parse(text)
+    if wide and inst.atype == "e4m3":
+        pytest.skip("fp8 has no float64 path of its own to force")
+    monkeypatch.setattr(fg, "decode_packed", lambda *a, **k: pytest.fail("A decoded before the kernel"))
+    rng = np.random.default_rng(11)
+    G = inst.rule.group
+    m, k, n = 45, 3 * G, 200
+    a = random_bits(rng, inst.atype, (m, k), "narrow")
+    b = random_bits(rng, inst.btype, (k, n), "narrow")
+    c = random_bits(rng, inst.ctype, (m, n), "narrow")
+    special = {"f16": 0x7E00, "bf16": 0x7FC0, "e4m3": 0x7F}[inst.atype]
+    a[43, 2 * G + 1] = special  # K-block 3 of 3, the last block of rows (rows 40-44 of 8-row blocks)
+    assert fg.decodes_by_blocks(format_params(inst.atype), a.itemsize * 8, 0)
+    got, ref = run(text, a, b, c, wide=wide or None, blocks=(G, 64, 8))
+    assert np.array_equal(got, ref)
+    nan_rows = np.isnan(got.view(np.float32 if got.dtype == np.uint32 else np.float16)).any(axis=1)
+    assert nan_rows[43] and nan_rows.sum() == 1
+
+
 def test_block_sizes_split_k_evenly_in_whole_groups():
     # K = 2080 in blocks of at most 2048: two blocks, 1056 + 1024 terms (33 and 32 groups of 32)
     assert _block_sizes((2048, 256, 64), 100, 2080, 32) == (1056, 256, 64)

@@ -78,6 +78,28 @@ def test_the_pool_keeps_at_most_its_bytes():
     assert pool.kept_bytes() == 0
 
 
+def test_arrays_are_carved_on_cache_lines_and_kept_for_the_next_call():
+    """``arrays(specs)`` lends the arrays of ``specs`` from one buffer, each starting on a cache
+    line, apart from each other; the next loan of the same specs from that buffer gets the
+    same arrays again (not carved anew), other specs other arrays of the same memory."""
+    pool = ScratchPool()
+    specs = ((np.dtype(np.float32), (3, 5)), (np.dtype(np.int8), (7,)), (np.dtype(np.uint32), (2, 0, 4)))
+    with pool.arrays(specs) as first:
+        assert [(x.dtype, x.shape) for x in first] == list(specs)
+        assert all(_address(x) % ALIGN == 0 for x in first)
+        first[0][...] = 1.5
+        first[1][...] = -3
+        assert (first[0] == 1.5).all() and (first[1] == -3).all()  # no overlap
+        where = _address(first[0])
+    with pool.arrays(specs) as again:
+        assert all(x is y for x, y in zip(again, first))
+    other = ((np.dtype(np.int16), (10,)),)
+    with pool.arrays(other) as third:
+        assert _address(third[0]) == where and third[0].shape == (10,)
+    with pool.arrays(specs) as first_again, pool.arrays(specs) as second:  # two at once: two buffers
+        assert _address(first_again[0]) != _address(second[0])
+
+
 def test_threads_each_get_their_own_buffer():
     pool = ScratchPool()
     errors = []

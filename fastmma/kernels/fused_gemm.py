@@ -65,9 +65,10 @@ it).
 Blocking: for each N-block of ``NB`` columns and K-block of ``KB``, a decoded B panel is
 shared by the threads, which take blocks of ``MB`` rows of A (64, or fewer where M would
 leave a thread without a block: :func:`_block_sizes`).  A is decoded once, already
-packed block by block and group by group (:func:`decode_packed`: a group's A values for all
-rows of a block are contiguous; each group's runs of a block of rows are gathered and decoded
-as one array, :func:`_decode_packed_block`); packing it per N-block instead read all of A from memory
+packed block by block and group by group (:func:`decode_packed`'s layout: a group's A values
+for all rows of a block are contiguous; each group's runs of a block of rows are gathered and
+decoded as one array, :func:`_decode_packed_block`), by the task that computes the block
+(:func:`_gemm_body`); packing it per N-block instead read all of A from memory
 once per N-block, up to a quarter of the kernel's time for fp8 at 2048^3.  For each group the
 ``G x NB`` slice of the panel stays in cache while the rows stream past it.  ``G`` is a compile-time constant
 (one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
@@ -98,7 +99,7 @@ from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
-from .scratch import ALIGN, POOL, on_cache_line
+from .scratch import ALIGN, POOL, carve, layout, on_cache_line
 from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
                          lshr_i32, shl_i32, sub_i32)
 
@@ -633,7 +634,7 @@ def _decode_packed_row(bits, r, p, q, neg, zero, off, vals, exps, lows, lo, low_
     return sp
 
 
-def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
+def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, *, threads=None):
     """Values (times ``2^sh``: float32 ``vals`` only) and exponents (less ``off``; ``zero``
     for zeros and specials, :class:`ExponentLanes`) of the whole of A, laid out as the kernel
     reads them: ``vals[kbi, ib, g, r, k]`` is element ``(ib * MB + r, kbi *
@@ -645,8 +646,19 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero):
     multiply-adds), it gets A's low codes (:func:`_low_code`, ``lo`` and ``low_zero``) in the
     same layout, as uint32 with the code in each byte (:func:`.register_blocks.count_block`).
     Returns ``(special, any)``: which rows hold an inf or NaN, and whether any does."""
-    special = decode_packed_stack(bits[None], p, neg, sh, zero, off, vals[None], exps[None], lows[None], lo,
-                                  low_zero, get_num_threads())[0]
+    special, any_special = decode_packed_2d(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero,
+                                            threads or get_num_threads())
+    return special, any_special
+
+
+@njit(cache=True)
+def decode_packed_2d(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, threads):
+    """:func:`decode_packed_stack` of one matrix (C-contiguous arrays, as a stack of one):
+    which rows hold an inf or NaN, and whether any does, in one call (the views of a stack
+    and the reduction had cost a small GEMM some microseconds in Python)."""
+    special = decode_packed_stack(bits.reshape((1,) + bits.shape), p, neg, sh, zero, off,
+                                  vals.reshape((1,) + vals.shape), exps.reshape((1,) + exps.shape),
+                                  lows.reshape((1,) + lows.shape), lo, low_zero, threads)[0]
     return special, special.any()
 
 
@@ -1393,15 +1405,24 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, c_in, rows, G, wide, fma, frac,
-               sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, j_lo, j_hi):
+def _gemm_body(a_val, a_exp, a_low, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, c_in, rows, G, wide, fma,
+               frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, j_lo, j_hi):
     """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)``, which hold C where ``c_in``
-    (else the accumulator starts at +0 and ``out`` is only written).  Returns whether B's
-    rows hold an inf or NaN in those columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s,
-    with B's low codes (``lc``) decoded beside its panel.  ``lanes`` ends with the bounds
-    of B's exponents (:func:`b_decoder`'s window; none where the first exceeds the second);
-    an element outside them counts as an inf or NaN.  ``bpan``, ``epan`` and ``lpan``: the
-    panels' memory (:func:`panel_specs`)."""
+    (else the accumulator starts at +0 and ``out`` is only written).  Returns which rows of
+    A hold an inf or NaN (where it decodes A, below) and whether B's rows hold one in those
+    columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s, with B's low codes (``lc``)
+    decoded beside its panel.  ``lanes`` ends with the bounds of B's exponents
+    (:func:`b_decoder`'s window; none where the first exceeds the second); an element
+    outside them counts as an inf or NaN.  ``bpan``, ``epan`` and ``lpan``: the panels'
+    memory (:func:`panel_specs`).
+
+    ``a_dec``: ``(bits, p, neg, off, lo, low_zero, decode)``.  Where ``decode``, A is still
+    to be decoded from its ``bits`` into ``a_val``, ``a_exp`` and ``a_low``: each task of
+    the first block of columns decodes the block of rows it computes, before it computes
+    (:func:`_decode_a_block`), where a parallel loop of its own had started the threads
+    once more, a few microseconds of a small GEMM."""
+    a_bits, ap, neg_a, off_a, a_lo, a_low_zero, decode_a = a_dec
+    a_special = np.zeros(a_bits.shape[0] if decode_a else 0, np.bool_)
     b_special = np.zeros(b.shape[0], np.bool_)  # per chunk of B's rows (at its first), each set by one thread
     m = out.shape[0]
     kk = b.shape[0]
@@ -1425,6 +1446,9 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, bpan, epan, lpan, o
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
+                if decode_a and jb == j_lo:
+                    _decode_a_block(a_bits, ib, kb // KB, ap, neg_a, sh, zero, off_a, a_val, a_exp, a_low, a_lo,
+                                    a_low_zero, a_special, fma)
                 nr = ROWS if fma else 1
                 work = (_aligned_empty(nr * NBP, np.int32).reshape((nr, NBP)),  # E
                         _aligned_empty(nr * NBP, a_val.dtype).reshape((nr, NBP)),  # S
@@ -1457,60 +1481,97 @@ def _gemm_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, bpan, epan, lpan, o
                     for j in range(nb):
                         orow[j] = tile[r, j]
                 write_mxcsr(saved)
-    return b_special.any()
+    return a_special, b_special.any()
+
+
+@njit(cache=True)
+def _decode_a_block(bits, ib, kbi, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, special, fma):
+    """Block ``ib`` of A's rows, K-block ``kbi``, into :func:`decode_packed`'s layout
+    (:func:`_decode_packed_block`), under the MXCSR defaults, as :func:`decode_packed_stack`
+    decodes it; where ``fma``, the last block's rows past A's last row copies of it
+    (:func:`_pad_rows`).  For formats with a block decoding and a float32 ``2^sh``
+    (:func:`decodes_by_blocks`)."""
+    MB, G = vals.shape[3], vals.shape[4]
+    saved = read_mxcsr()
+    write_mxcsr(_I32(MXCSR_NEAREST))
+    fq = b_decoder(p, bits.itemsize * 8, neg, off, 1, 0)
+    runs = np.empty(MB * G, bits.dtype)
+    _decode_packed_block(bits, ib * MB, kbi, ib, fq, zero, sh, vals, exps, lows, lo, low_zero, runs, special)
+    write_mxcsr(saved)
+    if fma and ib == vals.shape[1] - 1:
+        last = (bits.shape[0] - 1) % MB  # A's last row in its block
+        for r in range(last + 1, min(MB, -(-(last + 1) // ROWS) * ROWS)):
+            vals[kbi, ib, :, r, :] = vals[kbi, ib, :, last, :]
+            exps[kbi, ib, :, r, :] = exps[kbi, ib, :, last, :]
+            if lows.shape[3]:
+                lows[kbi, ib, :, r, :] = lows[kbi, ib, :, last, :]
+
+
+def decodes_by_blocks(p, width, sh) -> bool:
+    """Whether A of format ``p`` in ``width``-bit integers, its values times ``2^sh``, is
+    decoded block by block (:func:`_decode_packed_block`), as :func:`decode_packed_stack`
+    and :func:`_decode_a_block` decode it: a format that :func:`b_decoder` reads as an IEEE
+    half or float32, and ``2^sh`` a float32."""
+    return _decoder_kind(p, width) != _GENERAL and -149 <= sh <= 127
+
+
+@functools.lru_cache(maxsize=64)
+def _decoder_kind(p, width) -> int:
+    """:func:`b_decoder`'s kind for elements of format ``p`` in ``width``-bit integers."""
+    return int(b_decoder(p, width, 0, 0, 1, 0).kind)
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_32, 4, False, False,
+def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_32, 4, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_64, 4, True, False,
+def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_64, 4, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_32, 8, False, False,
+def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_32, 8, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_64, 8, True, False,
+def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_64, 8, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_32, 16, False, False,
+def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_32, 16, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_64, 16, True, False,
+def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_64, 16, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_32, 32, False, False,
+def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_32, 32, False, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_64, 32, True, False,
+def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_64, 32, True, False,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB):
-    return _gemm_body(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g32, 32, False, True,
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
+    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g32, 32, False, True,
                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
 
 
@@ -1548,9 +1609,10 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G
         s, j_lo = t // NC, (t % NC) * width
         if j_lo < n:
             bpan, epan, lpan = _new_panels(a_val, a_exp, KB, NB, fma)
-            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], b[s], bp, neg_b, lanes, lc, bpan, epan, lpan, out[s],
-                                  c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB,
-                                  j_lo, min(n, j_lo + width))
+            decoded = (np.empty((0, 0), np.uint8), bp, 0, 0, 0, 0, False)  # A comes decoded (decode_packed_stack)
+            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], decoded, b[s], bp, neg_b, lanes, lc, bpan, epan, lpan,
+                                  out[s], c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB,
+                                  MB, j_lo, min(n, j_lo + width))[1]
     special = np.zeros(count, np.bool_)
     for t in range(count * NC):
         special[t // NC] |= found[t]
@@ -1672,7 +1734,7 @@ def _packed_empty(m, kk, KB, MB, G, *dtypes, low_rows=True, count=None):
     hold).  With a ``count``, each is a stack of ``count`` such arrays
     (:func:`decode_packed_stack`)."""
     specs = _packed_specs(m, kk, KB, MB, G, tuple(np.dtype(t) for t in dtypes), low_rows, count)
-    total, _ = _layout(specs)
+    total, _ = layout(specs)
     return carve(on_cache_line(np.empty(total + ALIGN, np.uint8), total), specs)
 
 
@@ -1694,24 +1756,6 @@ def panel_specs(KB, NB, val_dtype, exp_dtype, fma) -> tuple:
     nbp, nbe = _padded(NB, COLUMNS), _padded(NB, EXPONENT_COLUMNS)
     return ((np.dtype(val_dtype), (KB, nbp)), (np.dtype(exp_dtype), (KB, nbe)),
             (np.dtype(np.uint8), (KB, nbp if fma else 0)))
-
-
-@functools.lru_cache(maxsize=256)
-def _layout(specs) -> tuple[int, tuple]:
-    """The bytes that the arrays of ``specs`` (``(dtype, shape)`` each) take in one buffer,
-    each starting on a cache line, and their offsets."""
-    offsets, total = [], 0
-    for dtype, shape in specs:
-        offsets.append(total)
-        total += -(-dtype.itemsize * math.prod(shape) // ALIGN) * ALIGN
-    return total, tuple(offsets)
-
-
-def carve(buf, specs) -> list:
-    """The arrays of ``specs`` over ``buf`` (uint8, starting on a cache line, at least
-    :func:`_layout`'s bytes), each on a cache line of its own."""
-    _, offsets = _layout(specs)
-    return [np.ndarray(shape, dtype, buf, offset) for (dtype, shape), offset in zip(specs, offsets)]
 
 
 def _whole_range(p) -> tuple[int, int]:
@@ -1885,21 +1929,25 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                 use_c=use_c, neg_a=neg_a, neg_b=neg_b, blocks=blocks or NARROW_BLOCKS, wide=wide,
                                 exp_lanes=exp_lanes, fma=fma, chunks=column_chunks(n, get_num_threads()),
                                 bound_b=True)[0]
-    blocks = blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT)
+    threads = get_num_threads()
+    blocks = _block_sizes(blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), m, kk, rule.group, threads)
     path = _path(rule, a, b, af, bf, wide, exp_lanes, fma, m)
-    KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, get_num_threads())
-    a_specs = _packed_a(path, m, kk, KB, MB, rule.group)
-    specs = a_specs + panel_specs(KB, NB, a_specs[0][0], a_specs[1][0], path.lc is not None)
+    specs = _gemm_specs(path.wide, path.lanes.dtype, path.lc is not None, m, kk, *blocks, rule.group)
     out, elems = _accumulator(c, use_c, (m, n))
-    with POOL.borrow(_layout(specs)[0]) as scratch:
-        arrays = carve(scratch, specs)
+    in_kernel = decodes_by_blocks(af, a.itemsize * 8, path.sh)  # else decoded here first
+    with POOL.arrays(specs) as arrays:
         packed, panels = arrays[:3], arrays[3:]
-        a_rows, a_special = decode_packed(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a, *packed,
-                                          *_low_args(path.lc))
-        if path.lc is not None:
-            _pad_rows(packed, m)
+        if not in_kernel:
+            a_rows, a_special = decode_packed(a, af, int(neg_a), path.sh, path.lanes.zero, path.lanes.off_a,
+                                              *packed, *_low_args(path.lc), threads=threads)
+            if path.lc is not None:
+                _pad_rows(packed, m)
+        a_dec = (a, af, int(neg_a), path.lanes.off_a, *_low_args(path.lc), in_kernel)
         kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
-        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB), panels)
+        decoded_rows, b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks,
+                                       panels, a_dec)
+        if in_kernel:
+            a_rows, a_special = decoded_rows, decoded_rows.any()
         del arrays, packed, panels
     if path.scan is None:  # the rows of A with specials came from decoding it; B's columns need a scan
         special = a_special or b_special
@@ -1939,8 +1987,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     specs = _packed_a(path, m, kk, KB, MB, rule.group, count)
     in_place = into is not None and rounding_code(rule) == ROUND_RZ
     out, elems = _accumulator(c, use_c, (count, m, n), into.view(np.float32) if in_place else None)
-    with POOL.borrow(_layout(specs)[0]) as scratch:
-        packed = carve(scratch, specs)
+    with POOL.arrays(specs) as packed:
         a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
                                      path.lanes.off_a, *packed, *_low_args(path.lc), get_num_threads())
         if path.lc is not None:
@@ -2012,15 +2059,16 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
     # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1)
     largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
     assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
-    whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero) if wide is None and exp_lanes is None else None
+    if wide is None and exp_lanes is None:
+        fixed = _format_path(rule, af, bf, fma)
+        if fixed is not None:
+            return fixed
     scan = unscanned = None
-    if whole is None and bound_b and wide is None and exp_lanes is None and _checks_window(bf, b.itemsize * 8):
+    if bound_b and wide is None and exp_lanes is None and _checks_window(bf, b.itemsize * 8):
         a_lo, a_hi = _overall(scan_rows(a, af)[0])
         s_lo, s_hi = _overall(scan_rows(np.ascontiguousarray(b[::max(1, len(b) // B_SAMPLE_ROWS)]), bf)[0])
         unscanned = b_window(int(a_lo), int(a_hi), int(s_lo), int(s_hi), af, bf, rule.frac_bits, rule.e_zero)
-    if whole is not None:
-        (sh, lanes), wide = whole, False
-    elif unscanned is not None:
+    if unscanned is not None:
         (sh, lanes, *bounds), wide = unscanned, False
     else:
         a_lo, a_hi, b_lo, b_hi, rows, cols, special = scan_operands(a, af, b, bf)
@@ -2035,6 +2083,27 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
         lanes = INT32_LANES if wide else exponent_lanes(*a_range, *b_range, exp_lanes)
         if lanes is None:
             raise ValueError("the data's exponent range does not fit int8 exponent lanes")
+    lc = _pass2_codes(rule, af, bf, fma, bool(wide), sh)
+    checked = unscanned is not None and bounds[0] <= bounds[1]
+    return _Path(sh, lanes, bool(wide), lc, scan, tuple(bounds) if checked else None)
+
+
+@functools.lru_cache(maxsize=256)
+def _format_path(rule, af, bf, fma) -> _Path | None:
+    """:func:`_path` where the formats' whole ranges fit the float32 path and int8 lanes
+    (:func:`whole_format_lanes`: f16 and fp8), or None: the same for any data of those
+    formats, so worked out once (it had taken a few microseconds of every call)."""
+    whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero)
+    if whole is None:
+        return None
+    sh, lanes = whole
+    return _Path(sh, lanes, False, _pass2_codes(rule, af, bf, fma, False, sh), None)
+
+
+def _pass2_codes(rule, af, bf, fma, wide, sh) -> LowCodes | None:
+    """The :class:`LowCodes` of pass 2 by fused multiply-adds where :func:`_path` takes it
+    (``fma`` as :func:`fused_gemm` has it), else None: the float32 path, a group size with
+    such a kernel, :func:`low_codes` for the formats, x86 with AVX-512."""
     lc = None
     if fma is not False and not wide and HAS_MXCSR and rule.group in FMA_KERNELS:
         lc = low_codes(af, bf, rule.frac_bits, rule.e_zero, rule.group, sh)
@@ -2042,15 +2111,24 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
         lc = None
     if fma and lc is None:
         raise ValueError("pass 2 by fused multiply-adds is not exact for these formats, this rule or this path")
-    checked = unscanned is not None and bounds[0] <= bounds[1]
-    return _Path(sh, lanes, bool(wide), lc, scan, tuple(bounds) if checked else None)
+    return lc
 
 
-@functools.lru_cache(maxsize=64)
 def _checks_window(bf, width) -> bool:
     """Whether B's panel decoding checks a window for B's format (:func:`b_decoder`'s kinds
     other than ``_GENERAL``; :func:`_decode_run` has none)."""
-    return b_decoder(bf, width, 0, 0, 1, 0).kind != _GENERAL
+    return _decoder_kind(bf, width) != _GENERAL
+
+
+@functools.lru_cache(maxsize=256)
+def _gemm_specs(wide, exp_dtype, fma, m, kk, KB, NB, MB, G) -> tuple:
+    """``(dtype, shape)`` of each array of :func:`fused_gemm`'s scratch: A decoded
+    (:func:`_packed_specs`) and B's panels (:func:`panel_specs`), in the lanes of a path
+    (:func:`_path`: ``wide``, its exponent lanes' dtype, whether it is the pass by fused
+    multiply-adds)."""
+    val = np.dtype(np.float64 if wide else np.float32)
+    a_specs = _packed_specs(m, kk, KB, MB, G, (val, np.dtype(exp_dtype), np.dtype(np.uint32)), fma)
+    return a_specs + panel_specs(KB, NB, val, np.dtype(exp_dtype), fma)
 
 
 def _packed_a(path, m, kk, KB, MB, G, count=None) -> tuple:
@@ -2081,15 +2159,17 @@ def _accumulator(c, use_c, shape, into=None):
     return out, ~finite
 
 
-def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks, panels=()):
-    """``kernel`` (of :data:`KERNELS` and the like) on A decoded, B's bits and the
+def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks, panels=(), a_dec=()):
+    """``kernel`` (of :data:`KERNELS` and the like) on A's arrays (decoded, or for
+    :data:`KERNELS` to be decoded as ``a_dec`` says: :func:`_gemm_body`), B's bits and the
     accumulator ``out`` (and for :data:`KERNELS`, the memory of B's ``panels``); what it
-    returns (whether B holds an inf or NaN)."""
+    returns (:data:`KERNELS`: A's rows with an inf or NaN, where it decoded A, and whether B
+    holds one; the stack kernels: which GEMMs' B hold one)."""
     lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
                   *panels, out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
-                  rounding_code(rule), c_emin, d_emin, *blocks)
+                  rounding_code(rule), c_emin, d_emin, *blocks, *((a_dec,) if a_dec else ()))
 
 
 def _d_bits(out, rule):
