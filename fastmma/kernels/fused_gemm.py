@@ -1405,8 +1405,8 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, a_low, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, c_in, rows, G, wide, fma,
-               frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, j_lo, j_hi):
+def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, c_in, rows, G,
+               wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, blocks, j_lo, j_hi):
     """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)``, which hold C where ``c_in``
     (else the accumulator starts at +0 and ``out`` is only written).  Returns which rows of
     A hold an inf or NaN (where it decodes A, below) and whether B's rows hold one in those
@@ -1416,13 +1416,17 @@ def _gemm_body(a_val, a_exp, a_low, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, 
     outside them counts as an inf or NaN.  ``bpan``, ``epan`` and ``lpan``: the panels'
     memory (:func:`panel_specs`).
 
-    ``a_dec``: ``(bits, p, neg, off, lo, low_zero, decode)``.  Where ``decode``, A is still
-    to be decoded from its ``bits`` into ``a_val``, ``a_exp`` and ``a_low``: each task of
-    the first block of columns decodes the block of rows it computes, before it computes
-    (:func:`_decode_a_block`), where a parallel loop of its own had started the threads
-    once more, a few microseconds of a small GEMM."""
-    a_bits, ap, neg_a, off_a, a_lo, a_low_zero, decode_a = a_dec
-    a_special = np.zeros(a_bits.shape[0] if decode_a else 0, np.bool_)
+    ``a_bits``: A's bits, or None where A comes decoded (the stack kernels: numba then
+    compiles no decoding into them), ``ap`` its format's parameters; ``a_dec``: ``(neg,
+    off, lo, low_zero, decode)`` (a tuple of scalars: numba's parallel loops mishandle one
+    that nests another).
+    Where ``decode``, A is still to be decoded from ``a_bits`` into ``a_val``, ``a_exp`` and
+    ``a_low``: each task of the first block of columns decodes the block of rows it
+    computes, before it computes (:func:`_decode_a_block`), where a parallel loop of its own
+    had started the threads once more, a few microseconds of a small GEMM."""
+    KB, NB, MB = blocks  # (CPython passes a call of more than 30 arguments as *args, which numba cannot inline)
+    neg_a, off_a, a_lo, a_low_zero, decode_a = a_dec
+    a_special = np.zeros(_row_count(a_bits), np.bool_)
     b_special = np.zeros(b.shape[0], np.bool_)  # per chunk of B's rows (at its first), each set by one thread
     m = out.shape[0]
     kk = b.shape[0]
@@ -1446,9 +1450,10 @@ def _gemm_body(a_val, a_exp, a_low, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, 
             for ib in prange(nmb):
                 i0 = ib * MB
                 mb = min(MB, m - i0)
-                if decode_a and jb == j_lo:
-                    _decode_a_block(a_bits, ib, kb // KB, ap, neg_a, sh, zero, off_a, a_val, a_exp, a_low, a_lo,
-                                    a_low_zero, a_special, fma)
+                if a_bits is not None:
+                    if decode_a and jb == j_lo:
+                        _decode_a_block(a_bits, np.int64(ib), kb // KB, ap, neg_a, sh, zero, off_a, a_val, a_exp,
+                                        a_low, a_lo, a_low_zero, a_special, fma)
                 nr = ROWS if fma else 1
                 work = (_aligned_empty(nr * NBP, np.int32).reshape((nr, NBP)),  # E
                         _aligned_empty(nr * NBP, a_val.dtype).reshape((nr, NBP)),  # S
@@ -1485,6 +1490,13 @@ def _gemm_body(a_val, a_exp, a_low, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, 
 
 
 @njit(cache=True)
+def _row_count(a):
+    """``a``'s rows, 0 for None.  Called, not inlined: inlined into the stack kernels' parallel
+    loop, a literal 0 here came out as the literal False of an argument (they compare equal)."""
+    return 0 if a is None else a.shape[0]
+
+
+@njit(cache=True)
 def _decode_a_block(bits, ib, kbi, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, special, fma):
     """Block ``ib`` of A's rows, K-block ``kbi``, into :func:`decode_packed`'s layout
     (:func:`_decode_packed_block`), under the MXCSR defaults, as :func:`decode_packed_stack`
@@ -1501,10 +1513,12 @@ def _decode_a_block(bits, ib, kbi, p, neg, sh, zero, off, vals, exps, lows, lo, 
     if fma and ib == vals.shape[1] - 1:
         last = (bits.shape[0] - 1) % MB  # A's last row in its block
         for r in range(last + 1, min(MB, -(-(last + 1) // ROWS) * ROWS)):
-            vals[kbi, ib, :, r, :] = vals[kbi, ib, :, last, :]
-            exps[kbi, ib, :, r, :] = exps[kbi, ib, :, last, :]
-            if lows.shape[3]:
-                lows[kbi, ib, :, r, :] = lows[kbi, ib, :, last, :]
+            for g in range(vals.shape[2]):  # element by element: a slice assignment compiles its shape checks' messages
+                for k in range(G):
+                    vals[kbi, ib, g, r, k] = vals[kbi, ib, g, last, k]
+                    exps[kbi, ib, g, r, k] = exps[kbi, ib, g, last, k]
+                    if lows.shape[3]:
+                        lows[kbi, ib, g, r, k] = lows[kbi, ib, g, last, k]
 
 
 def decodes_by_blocks(p, width, sh) -> bool:
@@ -1522,57 +1536,66 @@ def _decoder_kind(p, width) -> int:
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_32, 4, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+           abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_32, 4, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_64, 4, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+           abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_64, 4, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_32, 8, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+           abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_32, 8, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_64, 8, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+           abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_64, 8, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_32, 16, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+            abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_32, 16, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_64, 16, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+            abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_64, 16, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_32, 32, False, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+            abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_32, 32, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_64, 32, True, False,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+            abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_64, 32, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 @njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, ad):
-    return _gemm_body(a, e, al, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g32, 32, False, True,
-                      frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, 0, b.shape[1])
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+             abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g32, 32, False,
+                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
@@ -1605,14 +1628,14 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G
     count, n = b.shape[0], b.shape[2]
     width = _padded(-(-n // NC), FLOAT_LANES)
     found = np.zeros(count * NC, np.bool_)  # per task: tasks of one GEMM run on different threads
+    decoded = (0, 0, 0, 0, False)  # A comes decoded (decode_packed_stack): no bits, nothing to decode
     for t in prange(count * NC):
         s, j_lo = t // NC, (t % NC) * width
         if j_lo < n:
             bpan, epan, lpan = _new_panels(a_val, a_exp, KB, NB, fma)
-            decoded = (np.empty((0, 0), np.uint8), bp, 0, 0, 0, 0, False)  # A comes decoded (decode_packed_stack)
-            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], decoded, b[s], bp, neg_b, lanes, lc, bpan, epan, lpan,
-                                  out[s], c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, KB, NB,
-                                  MB, j_lo, min(n, j_lo + width))[1]
+            found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], None, bp, decoded, b[s], bp, neg_b,
+                                  lanes, lc, bpan, epan, lpan, out[s], c_in, rows, G, wide, fma, frac, sh, e_zero,
+                                  omb, rnd, c_emin, d_emin, (KB, NB, MB), j_lo, min(n, j_lo + width))[1]
     special = np.zeros(count, np.bool_)
     for t in range(count * NC):
         special[t // NC] |= found[t]
@@ -1942,10 +1965,10 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                               *packed, *_low_args(path.lc), threads=threads)
             if path.lc is not None:
                 _pad_rows(packed, m)
-        a_dec = (a, af, int(neg_a), path.lanes.off_a, *_low_args(path.lc), in_kernel)
+        a_dec = (int(neg_a), path.lanes.off_a, *_low_args(path.lc), in_kernel)
         kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
         decoded_rows, b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks,
-                                       panels, a_dec)
+                                       panels, (a, af, a_dec))
         if in_kernel:
             a_rows, a_special = decoded_rows, decoded_rows.any()
         del arrays, packed, panels
@@ -2161,15 +2184,16 @@ def _accumulator(c, use_c, shape, into=None):
 
 def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks, panels=(), a_dec=()):
     """``kernel`` (of :data:`KERNELS` and the like) on A's arrays (decoded, or for
-    :data:`KERNELS` to be decoded as ``a_dec`` says: :func:`_gemm_body`), B's bits and the
-    accumulator ``out`` (and for :data:`KERNELS`, the memory of B's ``panels``); what it
-    returns (:data:`KERNELS`: A's rows with an inf or NaN, where it decoded A, and whether B
-    holds one; the stack kernels: which GEMMs' B hold one)."""
+    :data:`KERNELS` to be decoded as ``a_dec``, ``(bits, format, decoding)``, says:
+    :func:`_gemm_body`), B's bits and the accumulator ``out`` (and for :data:`KERNELS`, the
+    memory of B's ``panels``); what it returns (:data:`KERNELS`: A's rows with an inf or
+    NaN, where it decoded A, and whether B holds one; the stack kernels: which GEMMs' B hold
+    one)."""
     lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
                   *panels, out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
-                  rounding_code(rule), c_emin, d_emin, *blocks, *((a_dec,) if a_dec else ()))
+                  rounding_code(rule), c_emin, d_emin, *blocks, *a_dec)
 
 
 def _d_bits(out, rule):
