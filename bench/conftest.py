@@ -67,20 +67,29 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, numpy {np.__version__}"
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` to three significant digits in us, ms or s (at 256^3 a call takes some
+    hundreds of microseconds, which four decimals of a second rounded to 0.0003 s)."""
+    for unit, scale in (("us", 1e-6), ("ms", 1e-3)):
+        if seconds < 1000 * scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
 def table() -> str:
     lines = [f"Measured on: {machine()}"]
     if ROWS:
         lines += ["", "| case | size | fastmma | baseline | baseline time | fastmma / baseline |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for r in ROWS:
-            lines.append(f"| {r['case']} | {r['size']} | {r['seconds']:.4f} s | {r['baseline']} | "
-                         f"{r['baseline_seconds']:.4f} s | {r['ratio']:.2f}x |")
+            lines.append(f"| {r['case']} | {r['size']} | {duration(r['seconds'])} | {r['baseline']} | "
+                         f"{duration(r['baseline_seconds'])} | {r['ratio']:.2f}x |")
     if SPEEDUPS:
         lines += ["", "| case | size | fastmma | MMA-Sim | speed-up | MMA-Sim, allocator tuned | speed-up |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in SPEEDUPS:
-            lines.append(f"| {r['case']} | {r['size']} | {r['seconds']:.4f} s | {r['mmasim']:.3f} s | "
-                         f"{r['mmasim'] / r['seconds']:.0f}x | {r['tuned']:.3f} s | {r['tuned'] / r['seconds']:.0f}x |")
+            lines.append(f"| {r['case']} | {r['size']} | {duration(r['seconds'])} | {duration(r['mmasim'])} | "
+                         f"{r['mmasim'] / r['seconds']:.0f}x | {duration(r['tuned'])} | {r['tuned'] / r['seconds']:.0f}x |")
     if MEMORY:
         lines += ["", "| case | memory added | inputs + output | ratio |", "| --- | --- | --- | --- |"]
         for r in MEMORY:

@@ -700,6 +700,7 @@ def decode_packed_stack(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_z
     return special
 
 
+@functools.lru_cache(maxsize=1024)  # a GEMM of scanned data asks once per call: a few microseconds each time
 def prescale(a_lo, a_hi, b_lo, b_hi, a_man, b_man, frac_bits, e_floor) -> int | None:
     """The power ``sh`` that makes the float32 path exact, or None if none exists.
 
@@ -753,6 +754,7 @@ def _centred(lo, hi) -> tuple[int, int, int]:
     return off, lo - off, hi - off
 
 
+@functools.lru_cache(maxsize=1024)
 def exponent_lanes(a_lo, a_hi, b_lo, b_hi, dtype=None) -> ExponentLanes | None:
     """int8 lanes where the data allow them (or ``dtype`` asks for them; None if they do
     not fit), else int16 lanes.
