@@ -28,7 +28,7 @@ over the G terms inside, which LLVM vectorizes 16 lanes wide (zmm).  A constant 
 the literal passed by one thin top-level kernel per chunk size (16, 32, 64; 64 runs as two
 sub-chunks of 32 summed in a float32 tile).  ``int_gemm`` picks that kernel in Python, so
 that a call compiles only the kernel it runs: picked inside an njit function, the first s8
-GEMM compiled all four (46-48 s on the machine of README's tables, against 9-13 s for one).
+GEMM compiled all four (46-48 s on a 2-core machine of the CI class, against 9-13 s for one).
 ``popc_gemm`` is an njit function, as the reference kernels are.
 
 Blocking (b1): A is packed to uint64 words of 64 k-bits per row (M x W; a 64-byte vector
