@@ -74,6 +74,7 @@ zero-filled) or written; its width is fixed then.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -136,8 +137,12 @@ class InFlight:
     d: tuple[str, ...]
     a: tuple[str, ...]
     result: np.ndarray
-    smem_bytes: np.ndarray
+    footprint: _Footprint
     group: int | None = None
+
+    @property
+    def smem_bytes(self) -> np.ndarray:
+        return self.footprint.bytes
 
     def __str__(self) -> str:
         state = "not committed" if self.group is None else f"in wgmma-group #{self.group}, not waited for"
@@ -157,6 +162,25 @@ def _inst_name(inst: WgmmaMmaAsync) -> str:
     return inst.text.split()[0] if inst.text else _qualified_name(inst)
 
 
+class _Footprint:
+    """The image bytes an ``mma_async`` reads through its descriptors, worked out when first
+    asked: only a hazard check needs them (a shared-memory write while it is in flight, or
+    one not yet fenced), and building them had cost a k-loop step a tenth of its time.  The
+    descriptors' bounds are checked either way, by the read of the operands."""
+
+    __slots__ = ("_build", "_bytes")
+
+    def __init__(self, build):
+        self._build = build
+        self._bytes = None
+
+    @property
+    def bytes(self) -> np.ndarray:
+        if self._bytes is None:
+            self._bytes = self._build()
+        return self._bytes
+
+
 @dataclass
 class _Issue:
     """A fully validated ``mma_async``: what it reads and where, before it is computed."""
@@ -167,7 +191,11 @@ class _Issue:
     a_desc: int | None
     b_desc: int
     scale_d: bool
-    smem_bytes: np.ndarray
+    footprint: _Footprint
+
+    @property
+    def smem_bytes(self) -> np.ndarray:
+        return self.footprint.bytes
 
 
 class Warpgroup:
@@ -318,7 +346,7 @@ class Warpgroup:
             self._check_issue(issue)
         result = self._compute(issue)
         result.flags.writeable = False
-        record = InFlight(self._next_seq, inst, issue.d, issue.a_regs, result, issue.smem_bytes)
+        record = InFlight(self._next_seq, inst, issue.d, issue.a_regs, result, issue.footprint)
         self._next_seq += 1
         self._uncommitted.append(record)
         return record
@@ -444,8 +472,8 @@ class Warpgroup:
         a_regs, a_desc = self._a_operand(inst, a)
         b_value = self._descriptor(b, "b_desc")
         flag = self._scale_d(scale_d if scale_d is not None else (ops[3] if len(ops) > 3 else True))
-        smem_bytes = self._operand_bytes(inst, a_desc, b_value)
-        return _Issue(inst, d, a_regs, a_desc, b_value, flag, smem_bytes)
+        footprint = _Footprint(functools.partial(self._operand_bytes, inst, a_desc, b_value))
+        return _Issue(inst, d, a_regs, a_desc, b_value, flag, footprint)
 
     def _d_registers(self, inst, d) -> tuple[str, ...]:
         if hasattr(d, "kind"):

@@ -250,13 +250,19 @@ class _Layout:
     a read needs of them: the lowest and highest offset (for the bounds check) and each
     element's offset in words of its width.  Every element is aligned to its width: the
     start address and the image address are multiples of 16, the offsets within a 16-byte
-    chunk multiples of the width, and the swizzle moves whole chunks."""
+    chunk multiples of the width, and the swizzle moves whole chunks.
+
+    ``chunks``: where each row's elements fill whole 16-byte chunks in order (a K-major
+    operand of 8 bits or more: the rows of its core matrices), the chunk of each group of
+    ``16 / width`` elements, counted from the lowest one (``[mn, k * width / 16]``), so that
+    a read moves 16 bytes at a time; else None."""
 
     offset: np.ndarray
     bit: np.ndarray
     lowest: int
     highest: int
     word: np.ndarray
+    chunks: np.ndarray | None
 
 
 def _operand_layout(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str, image_address: int):
@@ -287,9 +293,22 @@ def _layout(lbo, sbo, base_offset, swizzle, phase, mn, k, bits, major) -> _Layou
     offset = swizzle_address(phase + off // 8, swizzle, base_offset) - phase
     bit = off % 8
     word = offset // max(bits // 8, 1)
-    for x in (offset, bit, word):
+    chunks = _chunks(offset, bits)
+    for x in (offset, bit, word) + ((chunks,) if chunks is not None else ()):
         x.flags.writeable = False
-    return _Layout(offset, bit, int(offset.min()), int(offset.max()), word)
+    return _Layout(offset, bit, int(offset.min()), int(offset.max()), word, chunks)
+
+
+def _chunks(offset: np.ndarray, bits: int) -> np.ndarray | None:
+    """:attr:`_Layout.chunks` of element offsets ``[mn, k]``, or None."""
+    per = 128 // bits  # elements in a chunk
+    if bits < 8 or offset.size == 0 or offset.shape[1] % per:
+        return None
+    groups = offset.reshape(offset.shape[0], -1, per)
+    first = groups[..., :1]
+    if np.any(first % 16) or np.any(groups != first + (bits // 8) * np.arange(per)):
+        return None
+    return first[..., 0] // 16 - int(offset.min()) // 16
 
 
 def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: str = "operand") -> None:
@@ -359,5 +378,9 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
     width = max(fmt.bits // 8, 1)
     if fmt.bits == 1:
         return (smem[layout.offset + start] >> layout.bit.astype(np.uint8)) & np.uint8(1)
+    if layout.chunks is not None:
+        base = (start + layout.lowest) // 16  # start and the lowest chunk are 16-byte aligned
+        image = smem[base * 16:smem.size // 16 * 16].view(np.uint64).reshape(-1, 2)  # 16-byte chunks
+        return np.take(image, layout.chunks, axis=0).view(fmt.storage).reshape(mn, k)
     words = np.ascontiguousarray(smem[:smem.size // width * width]).view(f"<u{width}")  # little-endian
     return words[layout.word + start // width].astype(fmt.storage, copy=False)

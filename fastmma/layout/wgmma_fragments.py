@@ -38,13 +38,11 @@ leading batch dimensions: ``[..., 64, N]`` <-> ``[..., 128, ND]``.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
+from numba import njit
 
 from ..errors import OperandError
 from ..formats import Format, as_numpy, get_format, to_bits
-from . import flat_matrices, slots_to_words, words_to_slots
 
 THREADS = 128
 M = 64
@@ -126,39 +124,62 @@ def _elems_in(values, fmt: Format, k: int, what: str) -> np.ndarray:
     return bits
 
 
-@functools.lru_cache(maxsize=None)
-def _slots(kind: str, key) -> tuple[np.ndarray, np.ndarray]:
-    """``(index, inverse)`` of a fragment map, built once and read-only: ``index[t, s]`` is
-    the row-major position in the matrix of the element in slot ``s`` of thread ``t`` (slot
-    ``s`` = register ``s // E``, element ``s % E``, the lowest bits first), ``inverse`` the
-    slot (``t * slots + s``) of each matrix element.  A register is then its E slots'
-    ``bits``-wide words side by side, little-endian: one gather packs or unpacks a whole
-    register file, where the maps' shifts and ors took most of a wgmma call."""
-    if kind == "d":
-        n, fmt = key
-        row, col = d_fragment_map(n, fmt)
-        cols = n
-    else:
-        row, col, _ = a_fragment_map(key)
-        cols = a_k(key)
-    index = (row * cols + col).reshape(THREADS, -1)
-    inverse = np.empty(index.size, np.intp)
-    inverse[index.ravel()] = np.arange(index.size)
-    index.flags.writeable = False
-    inverse.flags.writeable = False
-    return index, inverse
+def _stack(x: np.ndarray, rows: int) -> np.ndarray:
+    """``x[..., rows, W]`` as one C-contiguous stack ``[B, rows, W]``."""
+    return np.ascontiguousarray(x).reshape((-1, rows, x.shape[-1]))
 
 
-def _pack(bits: np.ndarray, index: np.ndarray, nbits: int) -> np.ndarray:
-    """Registers ``uint32[..., 128, R]`` from element bits ``[..., M, cols]``."""
-    flat = flat_matrices(bits)
-    return slots_to_words(np.take(flat, index, axis=-1), nbits)  # np.take: faster than flat[..., index]
+@njit(cache=True)
+def _to_threads(words, regs):
+    """``regs[b, 32w + 4g + q, 2c + h] = words[b, 16w + 8h + g, 4c + q]``: the rule of the
+    module docstring on words that each hold the elements one register slot pair shares
+    (two accumulator elements, or the E elements of an A register)."""
+    for b in range(words.shape[0]):
+        for w in range(4):
+            for g in range(8):
+                for q in range(4):
+                    t = 32 * w + 4 * g + q
+                    for c in range(words.shape[2] // 4):
+                        regs[b, t, 2 * c] = words[b, 16 * w + g, 4 * c + q]
+                        regs[b, t, 2 * c + 1] = words[b, 16 * w + 8 + g, 4 * c + q]
 
 
-def _unpack(regs: np.ndarray, inverse: np.ndarray, nbits: int, cols: int, dtype) -> np.ndarray:
-    """Element bits ``[..., M, cols]`` (``dtype``) held in registers ``[..., 128, R]``."""
-    flat = np.take(flat_matrices(words_to_slots(regs, nbits)), inverse, axis=-1)
-    return flat.reshape(regs.shape[:-2] + (M, cols)).astype(dtype, copy=False)
+@njit(cache=True)
+def _to_rows(regs, words):
+    """The inverse of :func:`_to_threads`."""
+    for b in range(regs.shape[0]):
+        for w in range(4):
+            for g in range(8):
+                for q in range(4):
+                    t = 32 * w + 4 * g + q
+                    for c in range(regs.shape[2] // 2):
+                        words[b, 16 * w + g, 4 * c + q] = regs[b, t, 2 * c]
+                        words[b, 16 * w + 8 + g, 4 * c + q] = regs[b, t, 2 * c + 1]
+
+
+def _pack(words: np.ndarray) -> np.ndarray:
+    """Registers ``uint32[..., 128, R]`` from a stack of 64-row matrices of words ``[..., 64,
+    W]`` (uint32 or uint64: one register or two, little-endian)."""
+    lead = words.shape[:-2]
+    src = _stack(words, M)
+    regs = np.empty((src.shape[0], THREADS, src.shape[2] // 2), src.dtype)
+    _to_threads(src, regs)
+    regs = regs.view(np.uint32)
+    return regs.reshape(lead + regs.shape[1:])
+
+
+def _unpack(regs: np.ndarray, word) -> np.ndarray:
+    """The stack of 64-row matrices of ``word``-typed words held in ``regs[..., 128, R]``."""
+    lead = regs.shape[:-2]
+    src = _stack(regs, THREADS).view(word)
+    words = np.empty((src.shape[0], M, src.shape[2] * 2), src.dtype)
+    _to_rows(src, words)
+    return words.reshape(lead + words.shape[1:])
+
+
+def _pair(fmt: Format) -> np.dtype:
+    """The word of two accumulator elements (uint64 for .f32/.s32, uint32 for .f16)."""
+    return np.dtype(np.uint64 if fmt.bits == 32 else np.uint32)
 
 
 def pack_d(values, dtype) -> np.ndarray:
@@ -172,21 +193,23 @@ def pack_d(values, dtype) -> np.ndarray:
     n = values.shape[-1] if values.ndim >= 2 else 0
     d_regs(n, fmt)  # checks n
     bits = _elems_in(values, fmt, n, "accumulator matrix")
-    return _pack(bits, _slots("d", (n, fmt.name))[0], fmt.bits)
+    return _pack(bits.view(_pair(fmt)))
 
 
 def unpack_d(regs, dtype, n: int) -> np.ndarray:
     """The 64 x N accumulator bits (``fmt.storage``) held in registers ``[..., 128, ND]``."""
     fmt = _fmt(dtype, _DTYPES, "accumulator type")
     regs = _regs_in(regs, d_regs(n, fmt), "accumulator registers")
-    return _unpack(regs, _slots("d", (n, fmt.name))[1], fmt.bits, n, fmt.storage)
+    return _unpack(regs, _pair(fmt)).view(fmt.storage)
 
 
 def pack_a(values, atype) -> np.ndarray:
     """A-operand registers ``uint32[..., 128, 4]`` holding the 64 x K matrix ``values``."""
     fmt = _fmt(atype, _ATYPES, "atype")
     bits = _elems_in(values, fmt, a_k(fmt), "A matrix")
-    return _pack(bits, _slots("a", fmt.name)[0], fmt.bits)
+    if fmt.bits == 1:
+        bits = np.packbits(bits, axis=-1, bitorder="little")  # element e at bit e of its register
+    return _pack(bits.view(np.uint32))
 
 
 def unpack_a(regs, atype) -> np.ndarray:
@@ -196,4 +219,7 @@ def unpack_a(regs, atype) -> np.ndarray:
     """
     fmt = _fmt(atype, _ATYPES, "atype")
     regs = _regs_in(regs, A_REGS, "A registers")
-    return _unpack(regs, _slots("a", fmt.name)[1], fmt.bits, a_k(fmt), fmt.storage)
+    words = _unpack(regs, np.uint32)
+    if fmt.bits == 1:
+        return np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
+    return words.view(fmt.storage)
