@@ -868,12 +868,12 @@ def _scan_reference(bits, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2", "f32"])
-@pytest.mark.parametrize("shape", [(37, 29), (1, 300), (300, 1), (64, 256)])
+@pytest.mark.parametrize("shape", [(37, 29), (1, 300), (300, 1), (64, 256), (300, 2000)])
 def test_scans_equal_exponents_read_from_the_values(fmt, shape):
-    """scan_rows and scan_columns against :func:`_scan_reference`, on any bit patterns
-    (NaNs, infinities, subnormals), with zeros sprinkled in and one all-zero row and
-    column."""
-    from fastmma.kernels.fused_gemm import scan_columns, scan_rows
+    """scan_rows and scan_columns (on one thread and on all) against
+    :func:`_scan_reference`, on any bit patterns (NaNs, infinities, subnormals), with zeros
+    sprinkled in and one all-zero row and column."""
+    from fastmma.kernels.fused_gemm import _scan_rows_parallel, scan_columns, scan_columns_by, scan_rows
 
     rng = np.random.default_rng(sum(shape))
     f = get_format(fmt)
@@ -883,7 +883,9 @@ def test_scans_equal_exponents_read_from_the_values(fmt, shape):
     bits[shape[0] // 2, :] = 0
     bits[:, shape[1] // 2] = 0
     p = format_params(fmt)
-    for scan, rows_of in ((scan_rows, bits), (scan_columns, bits.T)):
+    for scan, rows_of in ((scan_rows, bits), (_scan_rows_parallel, bits), (scan_columns, bits.T),
+                          (lambda x, p: scan_columns_by(x, p, True), bits.T),
+                          (lambda x, p: scan_columns_by(x, p, False), bits.T)):
         lo_hi, special = scan(bits, p)
         want_lo_hi, want_special = _scan_reference(np.ascontiguousarray(rows_of), fmt)
         assert np.array_equal(lo_hi, want_lo_hi), (scan.__name__, fmt)
@@ -1009,12 +1011,14 @@ def test_decode_packed_with_a_power_outside_float32(fmt, sh):
     assert np.array_equal(got[exact], want[exact])
 
 
+@pytest.mark.parametrize("serial", [False, True])
 @pytest.mark.parametrize("rows", [1, 3, 13, 64])
-def test_scan_columns_merges_its_row_chunks(rows):
-    """Column minima/maxima and special flags, scanned in row chunks: equal to scanning the
-    rows of the transposed copy, and to values placed by hand (an inf in the last row, the
-    smallest subnormal and the largest exponent in different chunks, an all-zero column)."""
-    from fastmma.kernels.fused_gemm import _NO_LOW, scan_columns, scan_rows
+def test_scan_columns_merges_its_row_chunks(rows, serial):
+    """Column minima/maxima and special flags, scanned in row chunks (or on one thread):
+    equal to scanning the rows of the transposed copy, and to values placed by hand (an inf
+    in the last row, the smallest subnormal and the largest exponent in different chunks, an
+    all-zero column)."""
+    from fastmma.kernels.fused_gemm import _NO_LOW, scan_columns_by, scan_rows
 
     p = format_params("f32")
     x = np.full((rows, 5), 1.0, np.float32)
@@ -1023,7 +1027,7 @@ def test_scan_columns_merges_its_row_chunks(rows):
     x[0, 1] = np.float32(2.0**-149)
     x[rows // 2, 2] = np.float32(2.0**127)
     bits = x.view(np.uint32)
-    lo_hi, special = scan_columns(bits, p)
+    lo_hi, special = scan_columns_by(bits, p, serial)
     assert list(special) == [True, False, False, False, False]
     assert list(lo_hi[1]) == [-126, -126 if rows == 1 else 0]  # a subnormal counts at the smallest normal exponent
     assert list(lo_hi[2]) == [127 if rows == 1 else 0, 127]

@@ -292,63 +292,121 @@ def _scanned(lo, hi, p, like):
     return lowest, highest
 
 
-@njit(parallel=True, cache=True)
+#: Operands of at most this many bytes are scanned by one thread: a 512 x 512 bf16 operand's
+#: scan took as long on one thread as on two, where starting the threads cost more than the
+#: scan of a single instruction's operands (bf16 m64n256k16: 12 against 3 us).  (On one
+#: thread, the loops vectorise only with each row in a function of its own.)
+SERIAL_SCAN_BYTES = 1 << 19
+
+
+@njit(cache=True)
+def _scan_row(row, p):
+    """``(lo, hi, special)`` of one row in the fields of :func:`_scan_element`."""
+    lo, hi, sp = as_element_of(-1, row), as_element_of(0, row), as_element_of(0, row)
+    for c in range(row.shape[0]):
+        h, l, s = _scan_element(row[c], p, row)
+        sp = max(sp, s)
+        lo = min(lo, l)
+        hi = max(hi, h)
+    return lo, hi, sp
+
+
+@njit(cache=True)
+def _fold_row(row, p, lo, hi, sp):
+    """Each column's running ``lo``, ``hi`` and ``special`` (:func:`_scan_element`'s fields)
+    taking in one more row."""
+    for c in range(row.shape[0]):
+        h, l, s = _scan_element(row[c], p, row)
+        sp[c] = max(sp[c], s)
+        lo[c] = min(lo[c], l)
+        hi[c] = max(hi[c], h)
+
+
+@njit(cache=True, inline="always")
+def _put_scan(lo_hi, special, i, lo, hi, sp, p, like):
+    lo_hi[i, 0], lo_hi[i, 1] = _scanned(lo, hi, p, like)
+    special[i] = sp != as_element_of(0, like)
+
+
+@njit(cache=True)
 def scan_rows(bits, p):
     """Per row: ``(lowest exponent, highest exponent)`` of its non-zero finite elements
     and whether it holds an inf or NaN."""
-    rows, cols = bits.shape
-    lo_hi = np.empty((rows, 2), np.int64)
-    special = np.zeros(rows, np.bool_)
-    for r in prange(rows):
-        row = bits[r]
-        lo, hi, sp = as_element_of(-1, bits), as_element_of(0, bits), as_element_of(0, bits)
-        for c in range(cols):
-            h, l, s = _scan_element(row[c], p, bits)
-            sp = max(sp, s)
-            lo = min(lo, l)
-            hi = max(hi, h)
-        lo_hi[r, 0], lo_hi[r, 1] = _scanned(lo, hi, p, bits)
-        special[r] = sp != 0
+    if bits.nbytes > SERIAL_SCAN_BYTES:
+        return _scan_rows_parallel(bits, p)
+    lo_hi = np.empty((bits.shape[0], 2), np.int64)
+    special = np.empty(bits.shape[0], np.bool_)
+    for r in range(bits.shape[0]):
+        lo, hi, sp = _scan_row(bits[r], p)
+        _put_scan(lo_hi, special, r, lo, hi, sp, p, bits)
+    return lo_hi, special
+
+
+@njit(parallel=True, cache=True)
+def _scan_rows_parallel(bits, p):
+    """:func:`scan_rows`, the rows shared by the threads."""
+    lo_hi = np.empty((bits.shape[0], 2), np.int64)
+    special = np.empty(bits.shape[0], np.bool_)
+    for r in prange(bits.shape[0]):
+        lo, hi, sp = _scan_row(bits[r], p)
+        _put_scan(lo_hi, special, r, lo, hi, sp, p, bits)
     return lo_hi, special
 
 
 _SCAN_CHUNKS = 8  # row chunks of scan_columns, scanned in parallel and then merged
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
+def _column_fields(chunks, cols, like):
+    """Running fields of :func:`_fold_row` for ``chunks`` chunks of rows, as nothing scanned
+    yet (allocated outside the parallel kernel, where numba would start the threads to fill
+    each)."""
+    return (np.full((chunks, cols), as_element_of(-1, like)), np.zeros((chunks, cols), like.dtype),
+            np.zeros((chunks, cols), like.dtype))
+
+
+@njit(cache=True)
 def scan_columns(bits, p):
-    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy).  Each chunk of
-    rows is read row by row, whole rows at a time, into its own per-column minima, maxima
-    and flags, which are merged at the end.  (Reading a narrow block of columns down all the
-    rows instead, one long stride per row, measured up to 8x slower for 4-byte elements.)"""
+    """:func:`scan_rows` for the columns of ``bits`` (no transposed copy)."""
+    return scan_columns_by(bits, p, bits.nbytes <= SERIAL_SCAN_BYTES)
+
+
+@njit(cache=True)
+def scan_columns_by(bits, p, serial):
+    """:func:`scan_columns` on one thread (``serial``) or in chunks of rows shared by the
+    threads.  Each chunk of rows is read row by row, whole rows at a time, into its own
+    per-column minima, maxima and flags, which are merged at the end.  (Reading a narrow
+    block of columns down all the rows instead, one long stride per row, measured up to 8x
+    slower for 4-byte elements.)"""
     rows, cols = bits.shape
-    nch = min(rows, _SCAN_CHUNKS)
-    lo = np.full((nch, cols), as_element_of(-1, bits))
-    hi = np.zeros((nch, cols), bits.dtype)
-    sp = np.zeros((nch, cols), bits.dtype)
-    for ch in prange(nch):
-        lo_c, hi_c, sp_c = lo[ch], hi[ch], sp[ch]
-        for r in range(ch * rows // nch, (ch + 1) * rows // nch):
-            row = bits[r]
-            for c in range(cols):
-                h, l, s = _scan_element(row[c], p, bits)
-                sp_c[c] = max(sp_c[c], s)
-                lo_c[c] = min(lo_c[c], l)
-                hi_c[c] = max(hi_c[c], h)
+    nch = min(rows, 1 if serial else _SCAN_CHUNKS)
+    lo, hi, sp = _column_fields(max(nch, 1), cols, bits)
+    if serial:
+        for r in range(rows):
+            _fold_row(bits[r], p, lo[0], hi[0], sp[0])
+    else:
+        _fold_chunks(bits, p, lo, hi, sp)
     lo_0, hi_0, sp_0 = lo[0], hi[0], sp[0]
-    # merged chunk by chunk into the first, serially: a parallel merge cost more to start than it saved
-    for ch in range(1, nch):
+    for ch in range(1, nch):  # merged serially: a parallel merge cost more to start than it saved
         lo_c, hi_c, sp_c = lo[ch], hi[ch], sp[ch]
         for c in range(cols):
             lo_0[c] = min(lo_0[c], lo_c[c])
             hi_0[c] = max(hi_0[c], hi_c[c])
             sp_0[c] = max(sp_0[c], sp_c[c])
     lo_hi = np.empty((cols, 2), np.int64)
-    special = np.zeros(cols, np.bool_)
+    special = np.empty(cols, np.bool_)
     for c in range(cols):
-        lo_hi[c, 0], lo_hi[c, 1] = _scanned(lo_0[c], hi_0[c], p, bits)
-        special[c] = sp_0[c] != 0
+        _put_scan(lo_hi, special, c, lo_0[c], hi_0[c], sp_0[c], p, bits)
     return lo_hi, special
+
+
+@njit(parallel=True, cache=True)
+def _fold_chunks(bits, p, lo, hi, sp):
+    """:func:`scan_columns`' chunks of rows, one per row of ``lo``, shared by the threads."""
+    rows, nch = bits.shape[0], lo.shape[0]
+    for ch in prange(nch):
+        for r in range(ch * rows // nch, (ch + 1) * rows // nch):
+            _fold_row(bits[r], p, lo[ch], hi[ch], sp[ch])
 
 
 @njit(cache=True, inline="always")
