@@ -132,8 +132,8 @@ def _stack(x: np.ndarray, rows: int) -> np.ndarray:
 @njit(cache=True)
 def _to_threads(words, regs):
     """``regs[b, 32w + 4g + q, 2c + h] = words[b, 16w + 8h + g, 4c + q]``: the rule of the
-    module docstring on words that each hold the elements one register slot pair shares
-    (two accumulator elements, or the E elements of an A register)."""
+    module docstring, on words that each hold two neighbouring accumulator elements (``2q``
+    and ``2q + 1`` of a row's block of 8) or the E elements of one A register."""
     for b in range(words.shape[0]):
         for w in range(4):
             for g in range(8):
