@@ -873,7 +873,7 @@ def test_scans_equal_exponents_read_from_the_values(fmt, shape):
     """scan_rows and scan_columns (on one thread and on all) against
     :func:`_scan_reference`, on any bit patterns (NaNs, infinities, subnormals), with zeros
     sprinkled in and one all-zero row and column."""
-    from fastmma.kernels.fused_gemm import _scan_rows_parallel, scan_columns, scan_columns_by, scan_rows
+    from fastmma.kernels.fused_gemm import scan_columns, scan_columns_by, scan_rows, scan_rows_by
 
     rng = np.random.default_rng(sum(shape))
     f = get_format(fmt)
@@ -883,7 +883,8 @@ def test_scans_equal_exponents_read_from_the_values(fmt, shape):
     bits[shape[0] // 2, :] = 0
     bits[:, shape[1] // 2] = 0
     p = format_params(fmt)
-    for scan, rows_of in ((scan_rows, bits), (_scan_rows_parallel, bits), (scan_columns, bits.T),
+    for scan, rows_of in ((scan_rows, bits), (lambda x, p: scan_rows_by(x, p, True), bits),
+                          (lambda x, p: scan_rows_by(x, p, False), bits), (scan_columns, bits.T),
                           (lambda x, p: scan_columns_by(x, p, True), bits.T),
                           (lambda x, p: scan_columns_by(x, p, False), bits.T)):
         lo_hi, special = scan(bits, p)

@@ -323,7 +323,9 @@ def _fold_row(row, p, lo, hi, sp):
 
 
 @njit(cache=True, inline="always")
-def _put_scan(lo_hi, special, i, lo, hi, sp, p, like):
+def _put_scan(lo_hi, special, i, fields, p, like):
+    """Row or column ``i`` of a scan's results from its ``(lo, hi, special)`` fields."""
+    lo, hi, sp = fields
     lo_hi[i, 0], lo_hi[i, 1] = _scanned(lo, hi, p, like)
     special[i] = sp != as_element_of(0, like)
 
@@ -332,25 +334,26 @@ def _put_scan(lo_hi, special, i, lo, hi, sp, p, like):
 def scan_rows(bits, p):
     """Per row: ``(lowest exponent, highest exponent)`` of its non-zero finite elements
     and whether it holds an inf or NaN."""
-    if bits.nbytes > SERIAL_SCAN_BYTES:
-        return _scan_rows_parallel(bits, p)
+    return scan_rows_by(bits, p, bits.nbytes <= SERIAL_SCAN_BYTES)
+
+
+@njit(cache=True)
+def scan_rows_by(bits, p, serial):
+    """:func:`scan_rows` on one thread (``serial``) or with the rows shared by the threads."""
     lo_hi = np.empty((bits.shape[0], 2), np.int64)
     special = np.empty(bits.shape[0], np.bool_)
-    for r in range(bits.shape[0]):
-        lo, hi, sp = _scan_row(bits[r], p)
-        _put_scan(lo_hi, special, r, lo, hi, sp, p, bits)
+    if serial:
+        for r in range(bits.shape[0]):
+            _put_scan(lo_hi, special, r, _scan_row(bits[r], p), p, bits)
+    else:
+        _scan_rows_parallel(bits, p, lo_hi, special)
     return lo_hi, special
 
 
 @njit(parallel=True, cache=True)
-def _scan_rows_parallel(bits, p):
-    """:func:`scan_rows`, the rows shared by the threads."""
-    lo_hi = np.empty((bits.shape[0], 2), np.int64)
-    special = np.empty(bits.shape[0], np.bool_)
+def _scan_rows_parallel(bits, p, lo_hi, special):
     for r in prange(bits.shape[0]):
-        lo, hi, sp = _scan_row(bits[r], p)
-        _put_scan(lo_hi, special, r, lo, hi, sp, p, bits)
-    return lo_hi, special
+        _put_scan(lo_hi, special, r, _scan_row(bits[r], p), p, bits)
 
 
 _SCAN_CHUNKS = 8  # row chunks of scan_columns, scanned in parallel and then merged
@@ -396,7 +399,7 @@ def scan_columns_by(bits, p, serial):
     lo_hi = np.empty((cols, 2), np.int64)
     special = np.empty(cols, np.bool_)
     for c in range(cols):
-        _put_scan(lo_hi, special, c, lo_0[c], hi_0[c], sp_0[c], p, bits)
+        _put_scan(lo_hi, special, c, (lo_0[c], hi_0[c], sp_0[c]), p, bits)
     return lo_hi, special
 
 
