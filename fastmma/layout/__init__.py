@@ -12,13 +12,16 @@ from ..errors import OperandError
 from ..formats import as_numpy
 
 
-def register_file(values, threads: int, words: int, name: str) -> np.ndarray:
+def register_file(values, threads: int, words: int, name: str, *, stack: bool = False) -> np.ndarray:
     """``values`` checked to be ``uint32[threads, words]`` (int32 and float32 are taken
-    as their bits)."""
+    as their bits); where ``stack``, ``uint32[..., threads, words]``, a register file for
+    each warp or warpgroup of a stack."""
     arr = as_numpy(values, name)
     if arr.dtype not in (np.uint32, np.int32, np.float32):
         raise OperandError(f"{name} must be 32-bit registers (uint32[{threads}, {words}]), got dtype {arr.dtype}")
-    if arr.shape != (threads, words):
+    if stack and (arr.ndim < 2 or arr.shape[-2:] != (threads, words)):
+        raise OperandError(f"{name} must have shape (..., {threads}, {words}) for this instruction, got {arr.shape}")
+    if not stack and arr.shape != (threads, words):
         raise OperandError(f"{name} must have shape ({threads}, {words}) for this instruction, got {arr.shape}")
     return np.ascontiguousarray(arr).view(np.uint32)
 

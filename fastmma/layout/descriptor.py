@@ -384,3 +384,105 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
         return np.take(image, layout.chunks, axis=0).view(fmt.storage).reshape(mn, k)
     words = np.ascontiguousarray(smem[:smem.size // width * width]).view(f"<u{width}")  # little-endian
     return words[layout.word + start // width].astype(fmt.storage, copy=False)
+
+
+#: The descriptor bits that decide an operand's layout besides its start address: LBO, SBO,
+#: the base offset and the swizzle (module docstring's table).
+_LAYOUT_BITS = (0x3FFF << 16) | (0x3FFF << 32) | (0x7 << 49) | (0x3 << 62)
+
+
+def descriptor_values(desc, name: str = "descriptor") -> np.ndarray:
+    """``desc`` as a uint64 array of 64-bit descriptor values (0-d for one descriptor): a
+    :class:`MatrixDescriptor`, a 64-bit integer, or an array (or list) of either."""
+    if isinstance(desc, (MatrixDescriptor, int, np.integer)) and not isinstance(desc, (bool, np.bool_)):
+        desc = [desc]
+        shape = ()
+    else:
+        arr = np.asarray(desc)
+        shape = arr.shape
+        if arr.dtype.kind in "ui":
+            if arr.dtype.kind == "i" and (arr < 0).any():
+                raise OperandError(f"{name} must hold 64-bit descriptor values, got a negative one: {arr.min()}")
+            return arr.astype(np.uint64)
+        if arr.dtype != object:
+            raise OperandError(f"{name} must be a matrix descriptor, a 64-bit integer or an array of them, "
+                               f"got dtype {arr.dtype}")
+        desc = arr.ravel().tolist()
+    values = []
+    for x in desc:
+        if isinstance(x, MatrixDescriptor):
+            x = x.encode()
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or not 0 <= int(x) < 1 << 64:
+            raise OperandError(f"{name} must hold matrix descriptors or 64-bit integers, got {x!r:.60}")
+        values.append(int(x))
+    return np.array(values, np.uint64).reshape(shape)
+
+
+def gather_operand_stack(images: np.ndarray, image_of: np.ndarray, desc: np.ndarray, mn: int, k: int, fmt,
+                         major: str = "K", *, image_address: np.ndarray, name: str = "operand") -> np.ndarray:
+    """:func:`gather_operand` for a stack of ``S`` operands: operand ``s`` read through
+    descriptor ``desc[s]`` (uint64 ``[S]``) from image ``images[image_of[s]]`` (``images``:
+    C-contiguous ``uint8[U, bytes]``), whose byte 0 lies at shared address
+    ``image_address[s]`` (int64 ``[S]``, checked by the caller to be 16-byte aligned).
+    Returns the bits ``[S, mn, k]``.
+
+    Operands whose descriptors differ only in their start addresses, at the same phase of
+    1024 bytes (:func:`_operand_layout`), share one layout and are read by one indexing of
+    the images.  Every address is checked before anything is read; the error names the
+    operand's place in the stack."""
+    fmt = get_format(fmt) if not isinstance(fmt, Format) else fmt
+    if major == "MN" and fmt.bits != 16:
+        raise InvalidInstructionError(
+            f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
+        )
+    start = ((desc & np.uint64(0x3FFF)) << np.uint64(4)).astype(np.int64)
+    phase = (image_address + start) % 1024
+    key = (desc & np.uint64(_LAYOUT_BITS)) | (phase >> 4).astype(np.uint64)  # the phase in the start bits
+    _, first, group = np.unique(key, return_index=True, return_inverse=True)
+    layouts = []
+    for g, s in enumerate(first):
+        layout, _ = _operand_layout(as_descriptor(int(desc[s])), mn, k, fmt.bits, major, int(image_address[s]))
+        members = np.flatnonzero(group == g)
+        _check_stack_bounds(layout, start, members, fmt.bits, images.shape[1], desc, name)
+        layouts.append((layout, members))
+    out = np.empty((desc.size, mn, k), fmt.storage)
+    width = max(fmt.bits // 8, 1)
+    for layout, members in layouts:
+        st = start[members][:, None, None]
+        img = image_of[members][:, None, None]
+        if fmt.bits == 1:
+            byte = layout.offset + st + img * images.shape[1]
+            got = (images.reshape(-1)[byte] >> layout.bit.astype(np.uint8)) & np.uint8(1)
+        elif layout.chunks is not None:  # 16 bytes at a time, from a 16-byte aligned start (gather_operand)
+            chunks = _whole_words(images, 16).view(np.uint64).reshape(-1, 2)
+            chunk = layout.chunks + (st + layout.lowest) // 16 + img * (chunks.shape[0] // images.shape[0])
+            got = np.take(chunks, chunk.reshape(-1), axis=0).view(fmt.storage).reshape(len(members), mn, k)
+        else:
+            words = _whole_words(images, width).view(f"<u{width}").reshape(-1)  # little-endian
+            got = words[layout.word + st // width + img * (words.size // images.shape[0])]
+        if len(members) == len(out):
+            out = got.astype(fmt.storage, copy=False)
+        else:
+            out[members] = got
+    return out
+
+
+def _whole_words(images: np.ndarray, width: int) -> np.ndarray:
+    """``images`` with each image's length a multiple of ``width`` bytes (zeros appended
+    where it is not, past the bounds already checked), so that it can be viewed as words."""
+    size = images.shape[1]
+    if size % width == 0:
+        return images
+    padded = np.zeros((images.shape[0], size + (-size) % width), np.uint8)
+    padded[:, :size] = images
+    return padded
+
+
+def _check_stack_bounds(layout: _Layout, start: np.ndarray, members: np.ndarray, elem_bits: int, image_size: int,
+                        desc: np.ndarray, name: str) -> None:
+    """:func:`_check_layout_bounds` of the operands ``members`` of a stack, all of ``layout``."""
+    st = start[members]
+    bad = (layout.lowest + st < 0) | (layout.highest + st + max(elem_bits // 8, 1) > image_size)
+    if bad.any():
+        s = int(members[np.argmax(bad)])
+        check_bounds(layout.offset + start[s], elem_bits, image_size, int(desc[s]), f"{name} of warpgroup {s}")
