@@ -14,8 +14,9 @@ instruction by three paths:
   (the accumulators stay in the register file from one call to the next);
 * ``fastmma.mma``: the same instruction on logical matrices;
 
-and ``fastmma.mma`` on a stack of 512 tiles, one call issuing the instruction per tile (the
-time recorded per instruction).
+and two stacks of 512, one call issuing the instruction for each (the time recorded per
+instruction): ``fastmma.mma`` on 512 tiles, and ``wgmma.mma_async_stack`` on 512
+warpgroups, each with its own registers and shared-memory image.
 
 Each wmma case times ``fastmma.wmma.mma`` on a warp's A, B and C fragments (D's fragment
 out) and ``fastmma.mma`` on the logical matrices.
@@ -191,6 +192,32 @@ def test_stack_of_instructions(benchmark, record_instruction, short):
     a32, b32 = A.astype(np.float32), B.astype(np.float32)
     numpy_s = _best_seconds(lambda: a32 @ b32, 20)
     record_instruction(short, f"fastmma.mma, a stack of {STACK}", benchmark.stats.stats.min / STACK,
+                       numpy_s / STACK, None)
+
+
+@pytest.mark.parametrize("short", list(CASES))
+def test_stack_of_wgmma(benchmark, record_instruction, short):
+    """``wgmma.mma_async_stack`` on :data:`STACK` warpgroups, each with its own registers and
+    its own shared-memory image (a simulator's warpgroups issuing the same instruction),
+    recorded per instruction beside numpy's stacked float32 product, per tile."""
+    text = "wgmma.mma_async.sync.aligned." + short
+    dtype, _, acc = CASES[short]
+    shape = fastmma.parse(text).shape
+    tiles = [_random(shape, dtype, acc) for _ in range(2)]  # two different tiles, alternating
+    images = [_shared_memory(A, B) for A, B, _ in tiles]
+    smem = np.stack([images[i % 2][0] for i in range(STACK)])
+    _, a_desc, b_desc = images[0]
+    acc_name = "f32" if acc == np.float32 else "s32"
+    regs = np.stack([pack_d(tiles[i % 2][2], acc_name) for i in range(STACK)])
+    got = fastmma.wgmma.mma_async_stack(text, regs, a_desc=a_desc, b_desc=b_desc, smem=smem)  # compiles or loads
+    for i in (0, 1, STACK - 1):
+        one = fastmma.wgmma.mma_async(text, regs[i], a_desc=a_desc, b_desc=b_desc, smem=smem[i])
+        assert np.array_equal(got[i], one)
+    benchmark.pedantic(fastmma.wgmma.mma_async_stack, args=(text, regs), rounds=10, iterations=1, warmup_rounds=1,
+                       kwargs=dict(a_desc=a_desc, b_desc=b_desc, smem=smem))
+    A, B = (np.stack([tiles[i % 2][j] for i in range(STACK)]).astype(np.float32) for j in range(2))
+    numpy_s = _best_seconds(lambda: A @ B, 20)
+    record_instruction(short, f"wgmma.mma_async_stack, a stack of {STACK}", benchmark.stats.stats.min / STACK,
                        numpy_s / STACK, None)
 
 
