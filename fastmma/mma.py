@@ -84,16 +84,21 @@ def flat_stack(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
 def batch_shape(a, b, c) -> tuple[int, ...]:
     """The leading (batch) dimensions of stacks of A, B and C (or None) broadcast together,
     as ``numpy.matmul`` broadcasts them; ``()`` for single matrices."""
-    shapes = [x.shape[:-2] for x in (a, b, c) if x is not None]
-    if not any(shapes):  # single matrices: the usual call, without numpy's broadcasting
+    shapes = {name: x.shape[:-2] for name, x in zip("ABC", (a, b, c)) if x is not None}
+    if not any(shapes.values()):  # single matrices: the usual call, without numpy's broadcasting
         return ()
+    return broadcast_stacks(shapes, "the batch dimensions (all but the last two)")
+
+
+def broadcast_stacks(shapes: dict, what: str) -> tuple[int, ...]:
+    """The stack dimensions ``shapes`` (argument name -> its leading shape) broadcast
+    together as numpy broadcasts them, or an :class:`OperandError` naming each argument's
+    (``what``: which of their dimensions these are)."""
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return tuple(np.broadcast_shapes(*shapes.values()))
     except ValueError:
-        names = ("A", "B", "C")[:len(shapes)]
-        listed = ", ".join(f"{name} {shape}" for name, shape in zip(names, shapes))
-        raise OperandError(f"the batch dimensions (all but the last two) must broadcast together, got {listed}") \
-            from None
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise OperandError(f"{what} must broadcast together, got {listed}") from None
 
 
 def scale_d_flag(value, allowed: str = "a bool (or 0 / 1)") -> bool:

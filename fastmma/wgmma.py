@@ -24,7 +24,7 @@ from .kernels import execute, execute_stack
 from .layout import register_file
 from .layout.descriptor import descriptor_values, gather_operand, gather_operand_stack, major_from_trans
 from .layout.wgmma_fragments import pack_d, unpack_a, unpack_d
-from .mma import as_instruction, scale_d_flag
+from .mma import as_instruction, broadcast_stacks, scale_d_flag
 
 THREADS = 128
 
@@ -137,7 +137,9 @@ def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=No
     parts = {"d_regs": c_regs.shape[:-2], "a_regs": None if a_regs is None else a_regs.shape[:-2],
              "a_desc": None if a_desc is None else a_desc.shape, "b_desc": b_desc.shape, "smem": images.shape[:-1],
              "scale_d": scale.shape, "image_address": address.shape}
-    batch = _stack_shape({name: shape for name, shape in parts.items() if shape is not None})
+    batch = broadcast_stacks({name: shape for name, shape in parts.items() if shape is not None},
+                             "the stack dimensions (all but the last two of d_regs and a_regs, all but the last "
+                             "of smem, all of the others)")
     count = math.prod(batch)
 
     def flat(x, tail=()):
@@ -202,13 +204,3 @@ def _image_addresses(image_address) -> np.ndarray:
     if (arr % 16).any():
         raise AlignmentError(f"image_address must be 16-byte aligned, got {arr[arr % 16 != 0].ravel()[0]}")
     return arr
-
-
-def _stack_shape(shapes: dict) -> tuple[int, ...]:
-    """The stack dimensions of :func:`mma_async_stack`'s arguments, broadcast together."""
-    try:
-        return tuple(np.broadcast_shapes(*shapes.values()))
-    except ValueError:
-        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
-        raise OperandError("the stack dimensions (all but the last two of d_regs and a_regs, all but the last of "
-                           f"smem, all of the others) must broadcast together, got {listed}") from None

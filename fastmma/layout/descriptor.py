@@ -329,8 +329,14 @@ def check_bounds(byte: np.ndarray, elem_bits: int, image_size: int, desc, name: 
 def _check_layout_bounds(layout: _Layout, start: int, elem_bits: int, image_size: int, desc, name: str) -> None:
     """:func:`check_bounds` of an operand at ``start``, by its lowest and highest byte first
     (the element-by-element check runs only to name the element that leaves the image)."""
-    if layout.lowest + start < 0 or layout.highest + start + max(elem_bits // 8, 1) > image_size:
+    if _outside(layout, start, elem_bits, image_size):
         check_bounds(layout.offset + start, elem_bits, image_size, desc, name)
+
+
+def _outside(layout: _Layout, start, elem_bits: int, image_size: int):
+    """Whether an operand of ``layout`` at ``start`` (an int, or an array of them: one
+    answer each) reads a byte outside an image of ``image_size`` bytes."""
+    return (layout.lowest + start < 0) | (layout.highest + start + max(elem_bits // 8, 1) > image_size)
 
 
 def operand_footprint(desc, mn: int, k: int, elem_bits: int, major: str = "K", *, image_address: int = 0,
@@ -365,25 +371,50 @@ def gather_operand(smem, desc, mn: int, k: int, fmt, major: str = "K", *, image_
     for the instruction's imm-trans.  Every address is checked against the image before
     anything is read; ``name`` (e.g. ``"a_desc"``) labels the error.
     """
-    fmt = get_format(fmt) if not isinstance(fmt, Format) else fmt
+    fmt = _operand_format(fmt, major)
     smem = as_numpy(smem, "smem")
     if smem.dtype != np.uint8 or smem.ndim != 1:
         raise OperandError(f"smem must be a 1-D uint8 image, got dtype {smem.dtype} and shape {smem.shape}")
+    layout, start = _operand_layout(as_descriptor(desc), mn, k, fmt.bits, major, image_address)
+    _check_layout_bounds(layout, start, fmt.bits, smem.size, desc, name)
+    return _read(layout, fmt, _whole_chunks(np.ascontiguousarray(smem)[None]), start, 0)
+
+
+def _operand_format(fmt, major: str) -> Format:
+    """``fmt`` as a :class:`Format`, checked to allow ``major``: MN-major exists only for the
+    16-bit types, as the instruction's imm-trans does."""
+    fmt = get_format(fmt) if not isinstance(fmt, Format) else fmt
     if major == "MN" and fmt.bits != 16:
         raise InvalidInstructionError(
             f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
         )
-    layout, start = _operand_layout(as_descriptor(desc), mn, k, fmt.bits, major, image_address)
-    _check_layout_bounds(layout, start, fmt.bits, smem.size, desc, name)
-    width = max(fmt.bits // 8, 1)
+    return fmt
+
+
+def _read(layout: _Layout, fmt: Format, images: np.ndarray, start, image_of):
+    """The bits of operands of ``layout``, each at byte ``start`` of image
+    ``images[image_of]`` (``images``: C-contiguous ``uint8[U, bytes]``, ``bytes`` a multiple
+    of 16, :func:`_whole_chunks`; bounds already checked): ``[mn, k]`` for one operand
+    (``start`` and ``image_of`` ints), ``[S, mn, k]`` for arrays of ``S`` of them.  One
+    indexing reads them all: 16 bytes at a time where the layout has
+    :attr:`_Layout.chunks`, else each element's word (little-endian) or, for b1, its bit."""
+    stacked = isinstance(start, np.ndarray)
+    if stacked:
+        start, image_of = start[:, None, None], image_of[:, None, None]
     if fmt.bits == 1:
-        return (smem[layout.offset + start] >> layout.bit.astype(np.uint8)) & np.uint8(1)
+        byte = layout.offset + (start + image_of * images.shape[1])
+        return (images.reshape(-1)[byte] >> layout.bit.astype(np.uint8)) & np.uint8(1)
     if layout.chunks is not None:
-        base = (start + layout.lowest) // 16  # start and the lowest chunk are 16-byte aligned
-        image = smem[base * 16:smem.size // 16 * 16].view(np.uint64).reshape(-1, 2)  # 16-byte chunks
-        return np.take(image, layout.chunks, axis=0).view(fmt.storage).reshape(mn, k)
-    words = np.ascontiguousarray(smem[:smem.size // width * width]).view(f"<u{width}")  # little-endian
-    return words[layout.word + start // width].astype(fmt.storage, copy=False)
+        chunks = images.view(np.uint64).reshape(-1, 2)
+        base = (start + layout.lowest) // 16 + image_of * (images.shape[1] // 16)  # the start: 16-byte aligned
+        if not stacked:  # the chunks from the operand's first on: the layout's index as it is
+            return np.take(chunks[base:], layout.chunks, axis=0).view(fmt.storage).reshape(layout.offset.shape)
+        got = np.take(chunks, (layout.chunks + base).reshape(-1), axis=0).view(fmt.storage)
+        return got.reshape((len(base),) + layout.offset.shape)
+    width = fmt.bits // 8
+    words = images.view(f"<u{width}").reshape(-1)
+    return words[layout.word + (start // width + image_of * (images.shape[1] // width))].astype(fmt.storage,
+                                                                                              copy=False)
 
 
 #: The descriptor bits that decide an operand's layout besides its start address: LBO, SBO,
@@ -430,11 +461,7 @@ def gather_operand_stack(images: np.ndarray, image_of: np.ndarray, desc: np.ndar
     1024 bytes (:func:`_operand_layout`), share one layout and are read by one indexing of
     the images.  Every address is checked before anything is read; the error names the
     operand's place in the stack."""
-    fmt = get_format(fmt) if not isinstance(fmt, Format) else fmt
-    if major == "MN" and fmt.bits != 16:
-        raise InvalidInstructionError(
-            f"MN-major (imm-trans = 1) operands exist only for f16/bf16, not {fmt.name}"
-        )
+    fmt = _operand_format(fmt, major)
     start = ((desc & np.uint64(0x3FFF)) << np.uint64(4)).astype(np.int64)
     phase = (image_address + start) % 1024
     key = (desc & np.uint64(_LAYOUT_BITS)) | (phase >> 4).astype(np.uint64)  # the phase in the start bits
@@ -445,35 +472,23 @@ def gather_operand_stack(images: np.ndarray, image_of: np.ndarray, desc: np.ndar
         members = np.flatnonzero(group == g)
         _check_stack_bounds(layout, start, members, fmt.bits, images.shape[1], desc, name)
         layouts.append((layout, members))
+    images = _whole_chunks(images)
+    if len(layouts) == 1:  # the usual stack: read straight into the result
+        return _read(layouts[0][0], fmt, images, start, image_of)
     out = np.empty((desc.size, mn, k), fmt.storage)
-    width = max(fmt.bits // 8, 1)
     for layout, members in layouts:
-        st = start[members][:, None, None]
-        img = image_of[members][:, None, None]
-        if fmt.bits == 1:
-            byte = layout.offset + st + img * images.shape[1]
-            got = (images.reshape(-1)[byte] >> layout.bit.astype(np.uint8)) & np.uint8(1)
-        elif layout.chunks is not None:  # 16 bytes at a time, from a 16-byte aligned start (gather_operand)
-            chunks = _whole_words(images, 16).view(np.uint64).reshape(-1, 2)
-            chunk = layout.chunks + (st + layout.lowest) // 16 + img * (chunks.shape[0] // images.shape[0])
-            got = np.take(chunks, chunk.reshape(-1), axis=0).view(fmt.storage).reshape(len(members), mn, k)
-        else:
-            words = _whole_words(images, width).view(f"<u{width}").reshape(-1)  # little-endian
-            got = words[layout.word + st // width + img * (words.size // images.shape[0])]
-        if len(members) == len(out):
-            out = got.astype(fmt.storage, copy=False)
-        else:
-            out[members] = got
+        out[members] = _read(layout, fmt, images, start[members], image_of[members])
     return out
 
 
-def _whole_words(images: np.ndarray, width: int) -> np.ndarray:
-    """``images`` with each image's length a multiple of ``width`` bytes (zeros appended
-    where it is not, past the bounds already checked), so that it can be viewed as words."""
+def _whole_chunks(images: np.ndarray) -> np.ndarray:
+    """``images`` (C-contiguous ``uint8[U, bytes]``) with each image's length a multiple of
+    16 bytes (zeros appended where it is not, past the bounds already checked), so that it
+    can be viewed as chunks or words."""
     size = images.shape[1]
-    if size % width == 0:
+    if size % 16 == 0:
         return images
-    padded = np.zeros((images.shape[0], size + (-size) % width), np.uint8)
+    padded = np.zeros((images.shape[0], size + (-size) % 16), np.uint8)
     padded[:, :size] = images
     return padded
 
@@ -481,8 +496,7 @@ def _whole_words(images: np.ndarray, width: int) -> np.ndarray:
 def _check_stack_bounds(layout: _Layout, start: np.ndarray, members: np.ndarray, elem_bits: int, image_size: int,
                         desc: np.ndarray, name: str) -> None:
     """:func:`_check_layout_bounds` of the operands ``members`` of a stack, all of ``layout``."""
-    st = start[members]
-    bad = (layout.lowest + st < 0) | (layout.highest + st + max(elem_bits // 8, 1) > image_size)
+    bad = _outside(layout, start[members], elem_bits, image_size)
     if bad.any():
         s = int(members[np.argmax(bad)])
         check_bounds(layout.offset + start[s], elem_bits, image_size, int(desc[s]), f"{name} of warpgroup {s}")
