@@ -240,3 +240,101 @@ def test_popc_views():
         popc_mma(a, b, c, ref, True, True)
         popc_gemm(a, b, c, c, True, True)
         np.testing.assert_array_equal(c, ref)
+
+
+# ---------------------------------------------------------------------------------------
+# stacks: each GEMM of a stack exactly what the reference gives it alone
+
+
+def _stack_c(rng, count, m, n):
+    return np.stack([_extreme_c(rng, m, n) for _ in range(count)])
+
+
+STACKS = [(5, 64, 64, 128), (3, 130, 64, 300), (7, 1, 192, 1), (2, 8, 576, 8)]
+GROUPS = [(32, True), (32, False), (16, True), (64, True), (48, True)]  # 64: s4/u4; 48: generic
+
+
+@pytest.mark.parametrize("count,m,kk,n", STACKS)
+@pytest.mark.parametrize("group,satfinite", [g for g in GROUPS if g[0] != 48])
+def test_int_stack_matches_each_gemm(count, m, kk, n, group, satfinite):
+    _check_int_stack(count, m, kk, n, group, satfinite)
+
+
+@pytest.mark.parametrize("count,m,kk,n", STACKS[2:])
+def test_int_stack_on_the_generic_path(count, m, kk, n):
+    _check_int_stack(count, m, kk, n, 48, True)
+
+
+def _check_int_stack(count, m, kk, n, group, satfinite):
+    rng = np.random.default_rng(count * 1000 + kk + group)
+    aw, asg, bw, bsg = (4, True, 4, False) if group == 64 else (8, True, 8, False)
+    a, b = _operand(rng, (count, m, kk), aw), _operand(rng, (count, kk, n), bw)
+    c = _stack_c(rng, count, m, n)
+    for use_c in (True, False):
+        got = np.full((count, m, n), -777, np.int32)
+        int_gemm(a, b, c, got, aw, asg, bw, bsg, group, satfinite, use_c)
+        for s in range(count):
+            ref = np.full((m, n), 12345, np.int32)
+            int_dot_mma(a[s], b[s], c[s], ref, aw, asg, bw, bsg, group, satfinite, use_c)
+            np.testing.assert_array_equal(got[s], ref, err_msg=f"GEMM {s} of the stack")
+
+
+def test_int_stack_of_views_with_a_broadcast_c():
+    """Strided stacks, C one matrix broadcast over the stack (stride 0), out a strided view."""
+    rng = np.random.default_rng(21)
+    big_a, big_b = _operand(rng, (9, 70, 80), 8), _operand(rng, (10, 80, 150), 8)
+    a, b = big_a[::2, 3:67, 8:72], big_b[1::2, 8:72, 2:143]
+    c = np.broadcast_to(_extreme_c(rng, 64, 141), (5, 64, 141))
+    out = np.zeros((5, 64, 2 * 141), np.int32)[:, :, ::2]
+    int_gemm(a, b, c, out, 8, True, 8, True, 32, True, True)
+    for s in range(5):
+        ref = np.empty((64, 141), np.int32)
+        int_dot_mma(a[s], b[s], c[s], ref, 8, True, 8, True, 32, True, True)
+        np.testing.assert_array_equal(out[s], ref, err_msg=f"GEMM {s} of the stack")
+
+
+@pytest.mark.parametrize("xor", [False, True])
+@pytest.mark.parametrize("count,m,kk,n", [(6, 64, 256, 256), (3, 7, 129, 300), (4, 16, 8192, 8)])
+def test_popc_stack_matches_each_gemm(xor, count, m, kk, n):
+    rng = np.random.default_rng(count + kk)
+    a = np.stack([_bits(rng, (m, kk), d) for d in np.linspace(0, 1, count)])
+    b = np.stack([_bits(rng, (kk, n), d) for d in np.linspace(1, 0, count)])
+    c = _stack_c(rng, count, m, n)
+    got = np.full((count, m, n), -777, np.int32)
+    popc_gemm(a, b, c, got, xor, True)
+    for s in range(count):
+        ref = np.full((m, n), 12345, np.int32)
+        popc_mma(a[s], b[s], c[s], ref, xor, True)
+        np.testing.assert_array_equal(got[s], ref, err_msg=f"GEMM {s} of the stack")
+
+
+def test_empty_stacks():
+    a, b = np.zeros((0, 4, 32), np.uint8), np.zeros((0, 32, 5), np.uint8)
+    out = np.zeros((0, 4, 5), np.int32)
+    int_gemm(a, b, out, out, 8, True, 8, True, 32, True, True)
+    popc_gemm(a, b, out, out, False, True)
+    assert out.shape == (0, 4, 5)
+
+
+@pytest.mark.parametrize("instruction,atype,btype", [
+    ("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.u8.satfinite", "s8", "u8"),
+    ("wmma.mma.sync.aligned.row.col.m8n8k32.s32.s4.u4.s32", "s4", "u4"),
+    ("wgmma.mma_async.sync.aligned.m64n32k256.s32.b1.b1.and.popc", "b1", "b1"),
+])
+def test_execute_stack_runs_integer_stacks_as_each_gemm(instruction, atype, btype):
+    """kernels.execute_stack on an integer or b1 stack (one call of the stack kernels) gives
+    each GEMM what the reference kernels give it alone."""
+    from fastmma import kernels, parse
+
+    inst = parse(instruction)
+    m, n, kk = inst.shape.m, inst.shape.n, inst.shape.k
+    rng = np.random.default_rng(5)
+    width = 1 if atype == "b1" else int(atype[1:])
+    count = 9
+    a, b = _operand(rng, (count, m, kk), width), _operand(rng, (count, kk, n), width)
+    c = _stack_c(rng, count, m, n).view(np.uint32)
+    for use_c in (True, False):
+        got = kernels.execute_stack(inst.rule, a, b, c, atype, btype, "s32", "s32", use_c=use_c)
+        for s in range(count):
+            ref = kernels.reference(inst.rule, a[s], b[s], c[s], atype, btype, "s32", "s32", use_c=use_c)
+            np.testing.assert_array_equal(got[s], ref, err_msg=f"GEMM {s} of the stack")

@@ -127,10 +127,14 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
                   use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
     """D bits (S, M, N) of a stack of S GEMMs, ``a`` (S, M, K), ``b`` (S, K, N) and ``c``
     (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]``.  Small
-    float GEMMs go through the stack kernels, :func:`stack_run` of them to a call; anything
-    else is a loop of :func:`execute`."""
+    float GEMMs go through the stack kernels, :func:`stack_run` of them to a call, integer
+    and b1 stacks through the integer kernels in one call; anything else is a loop of
+    :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
+    if isinstance(rule, (IntDotRule, PopcRule)) and count * m * kk * n >= FAST_KERNEL_MIN_MACS:
+        with launch_lock:  # the integer kernels take a whole stack at once
+            return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
     stacked = (isinstance(rule, FusedDotRule) and m * kk * n < STACK_MAX_MACS
                and count * m * kk * n >= FAST_KERNEL_MIN_MACS)
     run = stack_run(m, kk, n) if stacked else 1
@@ -155,12 +159,13 @@ def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
 
 def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
     """The rules whose sums are exact before one final step (integer, b1, f64 FMA chain).
+    The blocked integer and b1 kernels also take stacks (``a`` (S, M, K) ...).
 
     ``fast`` picks the blocked kernels of ``int_gemm`` over the per-element ones of
     ``int_dot``, and the f64 chains on the CPU's FMAs over the integer ones (``fma64``); each
     pair gives the same bits.
     """
-    out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
+    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
     if isinstance(rule, IntDotRule):
         from .int_dot import int_dot_mma
         from .int_gemm import int_gemm

@@ -29,7 +29,10 @@ the literal passed by one thin top-level kernel per chunk size (16, 32, 64; 64 r
 sub-chunks of 32 summed in a float32 tile).  ``int_gemm`` picks that kernel in Python, so
 that a call compiles only the kernel it runs: picked inside an njit function, the first s8
 GEMM compiled all four (46-48 s on a 2-core machine of the CI class, against 9-13 s for one).
-``popc_gemm`` is an njit function, as the reference kernels are.
+
+Stacks: both kernels take a stack of S GEMMs (S, M, K) x (S, K, N) as well, and the tasks are
+the tiles of all of them, so that a stack of instruction-sized GEMMs (a tile each) keeps every
+thread busy and pays one start of the threads; a single GEMM is a stack of one.
 
 Blocking (b1): A is packed to uint64 words of 64 k-bits per row (M x W; a 64-byte vector
 test per word) and B to words per column (W x N, stored per column tile), zero-padded to a
@@ -262,9 +265,11 @@ def _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, satf
 
 @njit(cache=True, inline="always")
 def _int_body(a, b, c, out, dpa, dpb, G, satfinite, use_c, generic):
-    m, kk = a.shape
-    n = b.shape[1]
-    ntask = _n_tasks(m, n)
+    """A stack (S, M, K) x (S, K, N): the threads share the tiles of all S GEMMs."""
+    count, m, kk = a.shape
+    n = b.shape[2]
+    per = _n_tasks(m, n)
+    ntask = count * per
     nparts = _n_parts(ntask)
     kb_max = min(G * max(1, _KB // G), max(kk, G))
     mb, nb = min(_MB, m), min(_NB, n)
@@ -275,7 +280,9 @@ def _int_body(a, b, c, out, dpa, dpb, G, satfinite, use_c, generic):
         buf = np.empty(nb if generic else 0, np.float64)
         fb = np.empty((mb if G > 32 and not generic else 0, nb), np.float32)
         for task in range(p, ntask, nparts):
-            _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, satfinite, use_c, generic)
+            s = task // per
+            _int_tile(a[s], b[s], c[s], out[s], ap, bp, st, buf, fb, task % per, dpa, dpb, G, kb_max, satfinite,
+                      use_c, generic)
 
 
 @njit(parallel=True, cache=True)
@@ -318,14 +325,23 @@ def _operand(width, signed):
     return _dec_params(width, signed), int(_max_abs(width, signed))
 
 
+def _stacked(*arrays):
+    """The operands as stacks: a 2-D array becomes a stack of one (a view)."""
+    return tuple(x if x.ndim == 3 else x[None] for x in arrays)
+
+
 def int_gemm(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinite, use_c):
-    """``out = C + A @ B`` (int32) by instructions of ``group`` k each; == ``int_dot_mma``."""
-    kk = a.shape[1]
+    """``out = C + A @ B`` (int32) by instructions of ``group`` k each; == ``int_dot_mma``.
+
+    ``a`` (M, K), ``b`` (K, N), ``c`` and ``out`` (M, N), or stacks of them (S, M, K) ...,
+    each GEMM of the stack on its own; the threads share the tiles of the whole stack."""
+    kk = a.shape[-1]
     if group <= 0 or kk % group != 0:
         raise ValueError("K must be a positive multiple of group")
     satfinite, use_c = bool(satfinite), bool(use_c)
     (dpa, max_a), (dpb, max_b) = _operand(a_width, bool(a_signed)), _operand(b_width, bool(b_signed))
     g = _chunk_size(kk, group, satfinite, max_a * max_b)
+    a, b, c, out = _stacked(a, b, c, out)
     if g in _CHUNK_KERNELS:
         _CHUNK_KERNELS[g](a, b, c, out, dpa, dpb, satfinite, use_c)
     else:
@@ -367,34 +383,37 @@ def _bits64(typingctx, arr, i, k0):
 
 @njit(parallel=True, cache=True)
 def _pack_rows(a, words):
-    """words[i, w] bit t = a[i, 64 w + t] & 1 (zero past K)."""
-    m, kk = a.shape
-    nw = words.shape[1]
-    full = kk // 64 if a.strides[1] == 1 else 0
-    for i in prange(m):
+    """words[s, i, w] bit t = a[s, i, 64 w + t] & 1 (zero past K)."""
+    count, m, kk = a.shape
+    nw = words.shape[2]
+    full = kk // 64 if a.strides[2] == 1 else 0
+    for si in prange(count * m):
+        s, i = si // m, si % m
+        rows, dst = a[s], words[s, i]
         for w in range(full):
-            words[i, w] = _bits64(a, i, w * 64)
+            dst[w] = _bits64(rows, i, w * 64)
         for w in range(full, nw):
             k0 = w * 64
             x = np.uint64(0)
             for k in range(k0, min(kk, k0 + 64)):
-                x |= np.uint64(a[i, k] & 1) << np.uint64(k - k0)
-            words[i, w] = x
+                x |= np.uint64(rows[i, k] & 1) << np.uint64(k - k0)
+            dst[w] = x
 
 
 @njit(parallel=True, cache=True)
 def _pack_cols(b, words):
-    """words[jt, w, jj] bit t = b[64 w + t, jt * nbe + jj] & 1 (zero past K and N)."""
-    kk, n = b.shape
-    ntj, nw, nbe = words.shape
-    for w in prange(nw):
+    """words[s, jt, w, jj] bit t = b[s, 64 w + t, jt * nbe + jj] & 1 (zero past K and N)."""
+    count, kk, n = b.shape
+    ntj, nw, nbe = words.shape[1:]
+    for sw in prange(count * nw):
+        s, w = sw // nw, sw % nw
         for jt in range(ntj):
             j0 = jt * nbe
             nb = min(nbe, n - j0)
-            dst = words[jt, w]
+            dst = words[s, jt, w]
             dst[:] = 0
             for k in range(w * 64, min(kk, w * 64 + 64)):
-                src = b[k, j0:j0 + nb]
+                src = b[s, k, j0:j0 + nb]
                 sh = np.uint64(k - w * 64)
                 for j in range(nb):
                     dst[j] |= np.uint64(src[j] & 1) << sh
@@ -442,26 +461,34 @@ def _popc_tile(ap, bp, c, out, st, task, xor, use_c):
 
 @njit(parallel=True, cache=True)
 def _popc_tiles(ap, bp, c, out, xor, use_c):
-    ntask = _n_tasks(out.shape[0], out.shape[1])
+    count, m, n = out.shape
+    per = _n_tasks(m, n)
+    ntask = count * per
     nparts = _n_parts(ntask)
     for p in prange(nparts):
-        st = np.empty((min(_MB, out.shape[0]), bp.shape[2]), np.int64)
+        st = np.empty((min(_MB, m), bp.shape[3]), np.int64)
         for task in range(p, ntask, nparts):
-            _popc_tile(ap, bp, c, out, st, task, xor, use_c)
+            s = task // per
+            _popc_tile(ap[s], bp[s], c[s], out[s], st, task % per, xor, use_c)
 
 
 @njit(cache=True)
-def popc_gemm(a, b, c, out, xor, use_c):
-    """``out = C + sum_k popc(a[i,k] op b[k,j])`` over 0/1 elements; == ``popc_mma``."""
-    m, kk = a.shape
-    n = b.shape[1]
-    if m == 0 or n == 0:
+def _popc_stack(a, b, c, out, xor, use_c):
+    count, m, kk = a.shape
+    n = b.shape[2]
+    if count == 0 or m == 0 or n == 0:
         return
     nw = (kk + 63) // 64
     nw = (nw + _WT - 1) // _WT * _WT
     nbe = min(_NB, n)  # the column tiles of _task_tile
-    ap = np.empty((m, nw), np.uint64)
-    bp = np.empty(((n + nbe - 1) // nbe, nw, nbe), np.uint64)
+    ap = np.empty((count, m, nw), np.uint64)
+    bp = np.empty((count, (n + nbe - 1) // nbe, nw, nbe), np.uint64)
     _pack_rows(a, ap)
     _pack_cols(b, bp)
     _popc_tiles(ap, bp, c, out, xor, use_c)
+
+
+def popc_gemm(a, b, c, out, xor, use_c):
+    """``out = C + sum_k popc(a[i,k] op b[k,j])`` over 0/1 elements; == ``popc_mma``.
+    Takes 2-D operands or stacks of them, as :func:`int_gemm` does."""
+    _popc_stack(*_stacked(a, b, c, out), bool(xor), bool(use_c))
