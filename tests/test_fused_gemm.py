@@ -1641,3 +1641,23 @@ def test_small_kernel_ignores_the_callers_rounding_mode_and_flush_to_zero(text):
     ref = run_small(text, a, b, c)[1]
     assert np.array_equal(got, ref)
     assert left & ~0x3F == hostile  # the control bits (bits 0-5 are sticky exception flags)
+
+
+@pytest.mark.parametrize("shape", [(3, 64, 256), (1, 1000, 1001)])
+def test_accumulator_copies_c_with_its_infs_and_nans_at_zero(shape):
+    """C copied into the accumulator, every inf and NaN as 0 and flagged."""
+    from fastmma.kernels.fused_gemm import _accumulator
+
+    rng = np.random.default_rng(len(shape) + shape[0])
+    c = rng.standard_normal(shape).astype(np.float32)
+    where = rng.random(shape) < 1e-3
+    c[where] = rng.choice(np.array([np.inf, -np.inf, np.nan], np.float32), where.sum())
+    c.reshape(-1)[-1] = np.nan  # the last element
+    bits = c.view(np.uint32)
+    out, elems = _accumulator(bits, True, shape)
+    finite = np.isfinite(c)
+    assert np.array_equal(out.view(np.uint32), np.where(finite, c, np.float32(0)).view(np.uint32))
+    assert elems is not None and np.array_equal(elems, ~finite)
+    clean = np.where(finite, c, np.float32(1))
+    out, elems = _accumulator(clean.view(np.uint32), True, shape)
+    assert elems is None and np.array_equal(out, clean)

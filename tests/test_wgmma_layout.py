@@ -315,32 +315,44 @@ def test_empty_stacks_of_fragments(atype, k, regs):
     assert unpack_d(np.zeros((0, 128, d_regs(24, "f16")), np.uint32), "f16", 24).shape == (0, 64, 24)
 
 
+@pytest.mark.parametrize("count", [2, 11])
 @pytest.mark.parametrize("dtype,n", [("f32", 8), ("s32", 136), ("f16", 256), ("f16", 24)])
-def test_d_registers_follow_the_fragment_map(dtype, n):
+def test_d_registers_follow_the_fragment_map(dtype, n, count):
     """Every accumulator element lands where :func:`d_fragment_map` (the ISA figure's
-    formula) puts it: register ``r`` of thread ``t``, half ``e`` for .f16."""
+    formula) puts it: register ``r`` of thread ``t``, half ``e`` for .f16; and unpacking
+    reads each one from there."""
     rng = np.random.default_rng(n)
     bits = 16 if dtype == "f16" else 32
-    x = rng.integers(0, 1 << bits, size=(2, 64, n), dtype=np.uint64).astype(np.uint16 if bits == 16 else np.uint32)
+    x = rng.integers(0, 1 << bits, size=(count, 64, n), dtype=np.uint64).astype(np.uint16 if bits == 16 else np.uint32)
     regs = pack_d(x, dtype)
     row, col = d_fragment_map(n, dtype)
     t, r, e = np.indices(row.shape)
     held = (regs[:, t, r] >> (16 * e).astype(np.uint32)) & np.uint32((1 << bits) - 1)
     assert np.array_equal(held, x[:, row, col])
+    other = rng.integers(0, 1 << 32, size=regs.shape, dtype=np.uint64).astype(np.uint32)
+    got = unpack_d(other, dtype, n)
+    held = (other[:, t, r] >> (16 * e).astype(np.uint32)) & np.uint32((1 << bits) - 1)
+    assert np.array_equal(got[:, row, col], held)
 
 
+@pytest.mark.parametrize("count", [1, 3])
 @pytest.mark.parametrize("atype", ["f16", "tf32", "e4m3", "b1"])
-def test_a_registers_follow_the_fragment_map(atype):
-    """Every A element sits at the bits :func:`a_fragment_map` gives it."""
+def test_a_registers_follow_the_fragment_map(atype, count):
+    """Every A element sits at the bits :func:`a_fragment_map` gives it, and unpacking
+    reads it from there."""
     rng = np.random.default_rng(7)
     bits = {"f16": 16, "tf32": 32, "b1": 1}.get(atype, 8)
     k = 256 // bits
-    x = rng.integers(0, 1 << bits, size=(64, k), dtype=np.uint64).astype({16: np.uint16, 32: np.uint32}.get(bits, np.uint8))
+    dtype = {16: np.uint16, 32: np.uint32}.get(bits, np.uint8)
+    x = rng.integers(0, 1 << bits, size=(count, 64, k), dtype=np.uint64).astype(dtype)
     regs = pack_a(x, atype).astype(np.uint64)
     row, col, shift = a_fragment_map(atype)
     t, r, _ = np.indices(row.shape)
-    held = (regs[t, r] >> shift.astype(np.uint64)) & np.uint64((1 << bits) - 1)
-    assert np.array_equal(held, x[row, col])
+    held = (regs[:, t, r] >> shift.astype(np.uint64)) & np.uint64((1 << bits) - 1)
+    assert np.array_equal(held, x[:, row, col])
+    other = rng.integers(0, 1 << 32, size=regs.shape, dtype=np.uint64)
+    held = (other[:, t, r] >> shift.astype(np.uint64)) & np.uint64((1 << bits) - 1)
+    assert np.array_equal(unpack_a(other.astype(np.uint32), atype)[:, row, col], held.astype(dtype))
 
 
 def test_f16_accumulator_halves():
