@@ -221,6 +221,27 @@ def test_stack_of_wgmma(benchmark, record_instruction, short):
                        numpy_s / STACK, None)
 
 
+@pytest.mark.parametrize("text", list(WMMA_CASES))
+def test_stack_of_wmma(benchmark, record_instruction, text):
+    """``wmma.mma_stack`` on :data:`STACK` warps, each with its own fragments (a simulator's
+    warps issuing the same instruction), recorded per instruction beside numpy's stacked
+    float32 product, per tile."""
+    inst = fastmma.parse(text)
+    tiles = [_random(inst.shape, *WMMA_CASES[text]) for _ in range(2)]  # two different tiles, alternating
+    frags = [[_fragment(inst, x, v, t) for x, v, t in (("a", A, inst.atype), ("b", B, inst.btype),
+                                                        ("c", C, inst.ctype))] for A, B, C in tiles]
+    a, b, c = (np.stack([frags[i % 2][j] for i in range(STACK)]) for j in range(3))
+    got = fastmma.wmma.mma_stack(inst, a, b, c)  # compiles or loads the kernels
+    for i in (0, 1, STACK - 1):
+        assert np.array_equal(got[i], fastmma.wmma.mma(inst, a[i], b[i], c[i]))
+    benchmark.pedantic(fastmma.wmma.mma_stack, args=(inst, a, b, c), rounds=10, iterations=1, warmup_rounds=1)
+    A, B = (np.stack([tiles[i % 2][j] for i in range(STACK)]).astype(np.float32) for j in range(2))
+    numpy_s = _best_seconds(lambda: A @ B, 20)
+    short = f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
+    record_instruction(short, f"wmma.mma_stack, a stack of {STACK}", benchmark.stats.stats.min / STACK,
+                       numpy_s / STACK, None)
+
+
 def _fragment(inst, matrix, values, elem_type):
     """The warp's fragment of ``matrix`` holding ``values``."""
     return pack_fragment(to_bits(values, elem_type), fragment_layout(matrix, str(inst.shape), elem_type))

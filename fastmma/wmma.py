@@ -14,6 +14,8 @@ Example::
     ...
     d = fastmma.wmma.mma("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", a, b, c)
     fastmma.wmma.store("wmma.store.d.sync.aligned.row.m16n16k16.f32", mem, 4096, d)
+
+:func:`mma_stack` runs one ``wmma.mma`` for a stack of warps' fragments in one call.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import numpy as np
 
 from .errors import OperandError
 from .isa import WmmaLoad, WmmaMma, WmmaStore
-from .kernels import execute
+from .kernels import execute, execute_stack
 from .layout import register_file
 from .layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
 from .layout.wmma_memory import load_wmma_matrix, store_wmma_matrix
-from .mma import as_instruction
+from .mma import as_instruction, broadcast_stacks, flat_stack
 
 WARP_SIZE = 32
 
@@ -68,6 +70,27 @@ def mma(instruction, a, b, c) -> np.ndarray:
         mats[name] = unpack_fragment(fragment(frag, layout.words, name), layout)
     d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
     return pack_fragment(d, fragment_layout("d", shape, inst.dtype))
+
+
+def mma_stack(instruction, a, b, c) -> np.ndarray:
+    """:func:`mma` for a stack of warps (a simulator's, gathered) in one call: ``a``, ``b``
+    and ``c`` are fragments ``uint32[..., 32, words]`` whose leading (stack) dimensions
+    broadcast together as numpy's do (one B fragment for every warp, say), and D is
+    ``uint32[..., 32, words]`` over them, each warp's bit for bit what :func:`mma` gives it.
+    The instruction runs through the stack kernels (:func:`fastmma.kernels.execute_stack`),
+    so the fixed cost of a call is paid once for the stack, not for each warp."""
+    inst = as_instruction(instruction, (WmmaMma,))
+    shape = str(inst.shape)
+    mats = {}
+    for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
+        layout = fragment_layout(name, shape, elem)
+        mats[name] = unpack_fragment(register_file(frag, WARP_SIZE, layout.words, name, stack=True), layout)
+    batch = broadcast_stacks({name: x.shape[:-2] for name, x in mats.items()},
+                             "the stack dimensions (all but the last two of a, b and c)")
+    d = execute_stack(inst.rule, *(flat_stack(mats[name], batch) for name in "abc"), inst.atype, inst.btype,
+                      inst.ctype, inst.dtype)
+    d_layout = fragment_layout("d", shape, inst.dtype)
+    return pack_fragment(d, d_layout).reshape(batch + (WARP_SIZE, d_layout.words))
 
 
 def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_strict: bool = False) -> None:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastmma.errors import OperandError
-from fastmma.kernels.fma64 import _KB, _NB, RM, RN, RP, RZ, fma_bits, fma_gemm, mma_f64
+from fastmma.kernels.fma64 import _KB, _NB, RM, RN, RP, RZ, fma_bits, fma_gemm, mma_f64, mma_f64_stack
 from fastmma.kernels.fp_env import HAS_MXCSR
 from fastmma.kernels.register_blocks import fits_registers
 
@@ -112,6 +112,41 @@ def test_recorded_cases_bit_exact(path, host_fma):
             f"case {i} (mode {mode}): {len(bad)} of 64 outputs differ, first "
             + ", ".join(f"D[{r},{j}] got {got[r, j]:#018x} want {d[r, j]:#018x}" for r, j in bad[:4])
         )
+
+
+@pytest.mark.parametrize("path", F64_FILES, ids=lambda p: p.stem)
+def test_recorded_cases_as_one_stack(path):
+    """Every case of a file in one call of the stack kernel, each D the recorded one."""
+    rounding = ROUNDINGS[_variant(path)[2]]
+    cases = _cases(path)
+    a, b, c, d = (np.stack([case[j] for case in cases]) for j in (1, 2, 3, 4))
+    got = mma_f64_stack(a, b, c, rounding)
+    bad = np.flatnonzero((got != d).any(axis=(1, 2)))
+    assert got.shape == d.shape and bad.size == 0, f"cases {bad.tolist()} differ from the H100's bits"
+
+
+def test_stack_equals_each_gemm_and_checks_its_operands():
+    rng = np.random.default_rng(8)
+    specials = np.array([0x7FF0000000000000, 0xFFF8000000000001, 0x7FF4000000000002, 0x8000000000000000, 1],
+                        np.uint64)
+
+    def stack(shape):
+        x = rng.standard_normal(shape).view(np.uint64)
+        where = rng.random(shape) < 0.05
+        x[where] = rng.choice(specials, where.sum())
+        return x
+
+    a, b, c = stack((6, 8, 4)), stack((6, 4, 8)), stack((6, 8, 8))
+    for rounding in (RN, RZ, RM, RP):
+        got = mma_f64_stack(a, b, c, rounding)
+        for s in range(6):
+            assert np.array_equal(got[s], mma_f64(a[s], b[s], c[s], rounding, host_fma=False)), (rounding, s)
+    with pytest.raises(OperandError, match="3-D uint64 stack"):
+        mma_f64_stack(a[0], b[0], c[0], RN)
+    with pytest.raises(OperandError, match=r"a\[S, M, K\], b\[S, K, N\], c\[S, M, N\]"):
+        mma_f64_stack(a, b[:5], c, RN)
+    with pytest.raises(OperandError, match="rounding"):
+        mma_f64_stack(a, b, c, 7)
 
 
 @pytest.mark.parametrize("path", F64_FILES[::3], ids=lambda p: p.stem)

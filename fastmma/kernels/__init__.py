@@ -128,13 +128,17 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     """D bits (S, M, N) of a stack of S GEMMs, ``a`` (S, M, K), ``b`` (S, K, N) and ``c``
     (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]``.  Small
     float GEMMs go through the stack kernels, :func:`stack_run` of them to a call, integer
-    and b1 stacks through the integer kernels in one call; anything else is a loop of
-    :func:`execute`."""
+    and b1 stacks through the integer kernels in one call, small f64 GEMMs through the f64
+    stack kernel; anything else is a loop of :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
     if isinstance(rule, (IntDotRule, PopcRule)) and count * m * kk * n >= FAST_KERNEL_MIN_MACS:
         with launch_lock:  # the integer kernels take a whole stack at once
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+    if isinstance(rule, FmaChainRule) and count > 1 and m * kk * n < _module("fma64").HOST_FMA_MIN_WORK:
+        with launch_lock:  # small f64 GEMMs: their rows shared by the threads in one call
+            return _module("fma64").mma_f64_stack(a, b, c if use_c else np.zeros_like(c),
+                                                  ROUNDING_CODES[rule.rounding])
     stacked = (isinstance(rule, FusedDotRule) and m * kk * n < STACK_MAX_MACS
                and count * m * kk * n >= FAST_KERNEL_MIN_MACS)
     run = stack_run(m, kk, n) if stacked else 1

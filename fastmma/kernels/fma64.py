@@ -354,6 +354,18 @@ def fma_bits(a, b, c, rounding):
 # ---- the whole-array kernel -----------------------------------------------------------
 
 
+@njit(cache=True, inline="always")
+def _chain_row(a, b, c, d, i, rounding):
+    """Row ``i`` of D: each element C's, then one fma for each k in increasing order."""
+    n = b.shape[1]
+    for j in range(n):
+        d[i, j] = c[i, j]
+    for k in range(a.shape[1]):
+        a_ik = a[i, k]
+        for j in range(n):
+            d[i, j] = _fma(a_ik, b[k, j], d[i, j], rounding)
+
+
 @njit(cache=True, parallel=True)
 def mma_f64_kernel(a, b, c, rounding):
     """D = A*B + C on bit patterns, each element a chain of fmas over k = 0, 1, ..., K-1.
@@ -361,16 +373,21 @@ def mma_f64_kernel(a, b, c, rounding):
     ``a`` is uint64[M, K], ``b`` uint64[K, N], ``c`` uint64[M, N]; shapes and ``rounding``
     are not checked (``mma_f64`` does).  Rows of D are computed in parallel.
     """
-    m, k_dim = a.shape
-    n = b.shape[1]
-    d = np.empty((m, n), dtype=np.uint64)
-    for i in prange(m):
-        for j in range(n):
-            d[i, j] = c[i, j]
-        for k in range(k_dim):
-            a_ik = a[i, k]
-            for j in range(n):
-                d[i, j] = _fma(a_ik, b[k, j], d[i, j], rounding)
+    d = np.empty((a.shape[0], b.shape[1]), dtype=np.uint64)
+    for i in prange(a.shape[0]):
+        _chain_row(a, b, c, d, i, rounding)
+    return d
+
+
+@njit(cache=True, parallel=True)
+def mma_f64_stack_kernel(a, b, c, rounding):
+    """:func:`mma_f64_kernel` for each GEMM of a stack, ``a`` uint64[S, M, K], ``b`` [S, K,
+    N], ``c`` [S, M, N]: the rows of all of them shared among the threads."""
+    count, m = a.shape[0], a.shape[1]
+    d = np.empty((count, m, b.shape[2]), dtype=np.uint64)
+    for si in prange(count * m):
+        s = si // m
+        _chain_row(a[s], b[s], c[s], d[s], si % m, rounding)
     return d
 
 
@@ -563,6 +580,23 @@ def mma_f64(a, b, c, rounding, *, host_fma=None):
         blocks = fits_registers()
         return fma_gemm(a, b, c, rounding, blocks, blocks and -(-a.shape[0] // ROWS) < get_num_threads())
     return mma_f64_kernel(a, b, c, rounding)
+
+
+def mma_f64_stack(a, b, c, rounding):
+    """:func:`mma_f64` for each GEMM of a stack (uint64 ``a[S, M, K]``, ``b[S, K, N]``,
+    ``c[S, M, N]``) in one call, by the integer kernel: for stacks of small GEMMs (the f64
+    wmma's 8x8x4), whose rows the threads share.  Returns uint64[S, M, N]."""
+    rounding = _rounding_code(rounding)
+    a, b, c = (np.ascontiguousarray(x) for x in (a, b, c))
+    for x, name in ((a, "a"), (b, "b"), (c, "c")):
+        if x.dtype != np.uint64 or x.ndim != 3:
+            raise OperandError(f"{name} must be a 3-D uint64 stack of float64 bit patterns; got dtype {x.dtype}, "
+                               f"shape {list(x.shape)}")
+    if (a.shape[0] != b.shape[0] or c.shape[0] != a.shape[0] or a.shape[2] != b.shape[1]
+            or c.shape[1:] != (a.shape[1], b.shape[2])):
+        raise OperandError(f"mma_f64_stack needs a[S, M, K], b[S, K, N], c[S, M, N]; got a{list(a.shape)}, "
+                           f"b{list(b.shape)}, c{list(c.shape)}")
+    return mma_f64_stack_kernel(a, b, c, rounding)
 
 
 def _rounding_code(rounding) -> int:
