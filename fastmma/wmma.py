@@ -63,13 +63,9 @@ def load(instruction, mem, offset: int = 0, stride: int | None = None, *,
 def mma(instruction, a, b, c) -> np.ndarray:
     """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments."""
     inst = as_instruction(instruction, (WmmaMma,))
-    shape = str(inst.shape)
-    mats = {}
-    for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
-        layout = fragment_layout(name, shape, elem)
-        mats[name] = unpack_fragment(fragment(frag, layout.words, name), layout)
+    mats = _matrices(inst, a, b, c, stack=False)
     d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
-    return pack_fragment(d, fragment_layout("d", shape, inst.dtype))
+    return pack_fragment(d, fragment_layout("d", str(inst.shape), inst.dtype))
 
 
 def mma_stack(instruction, a, b, c) -> np.ndarray:
@@ -80,17 +76,23 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     The instruction runs through the stack kernels (:func:`fastmma.kernels.execute_stack`),
     so the fixed cost of a call is paid once for the stack, not for each warp."""
     inst = as_instruction(instruction, (WmmaMma,))
-    shape = str(inst.shape)
-    mats = {}
-    for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
-        layout = fragment_layout(name, shape, elem)
-        mats[name] = unpack_fragment(register_file(frag, WARP_SIZE, layout.words, name, stack=True), layout)
+    mats = _matrices(inst, a, b, c, stack=True)
     batch = broadcast_stacks({name: x.shape[:-2] for name, x in mats.items()},
                              "the stack dimensions (all but the last two of a, b and c)")
     d = execute_stack(inst.rule, *(flat_stack(mats[name], batch) for name in "abc"), inst.atype, inst.btype,
                       inst.ctype, inst.dtype)
-    d_layout = fragment_layout("d", shape, inst.dtype)
+    d_layout = fragment_layout("d", str(inst.shape), inst.dtype)
     return pack_fragment(d, d_layout).reshape(batch + (WARP_SIZE, d_layout.words))
+
+
+def _matrices(inst: WmmaMma, a, b, c, *, stack: bool) -> dict:
+    """The A, B and C element bits that the fragments hold (checked to be ``uint32[32,
+    words]``, or stacks of them where ``stack``)."""
+    mats = {}
+    for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
+        layout = fragment_layout(name, str(inst.shape), elem)
+        mats[name] = unpack_fragment(register_file(frag, WARP_SIZE, layout.words, name, stack=stack), layout)
+    return mats
 
 
 def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_strict: bool = False) -> None:
