@@ -228,8 +228,7 @@ def test_stack_of_wmma(benchmark, record_instruction, text):
     float32 product, per tile."""
     inst = fastmma.parse(text)
     tiles = [_random(inst.shape, *WMMA_CASES[text]) for _ in range(2)]  # two different tiles, alternating
-    frags = [[_fragment(inst, x, v, t) for x, v, t in (("a", A, inst.atype), ("b", B, inst.btype),
-                                                        ("c", C, inst.ctype))] for A, B, C in tiles]
+    frags = [_fragments(inst, A, B, C) for A, B, C in tiles]
     a, b, c = (np.stack([frags[i % 2][j] for i in range(STACK)]) for j in range(3))
     got = fastmma.wmma.mma_stack(inst, a, b, c)  # compiles or loads the kernels
     for i in (0, 1, STACK - 1):
@@ -242,9 +241,10 @@ def test_stack_of_wmma(benchmark, record_instruction, text):
                        numpy_s / STACK, None)
 
 
-def _fragment(inst, matrix, values, elem_type):
-    """The warp's fragment of ``matrix`` holding ``values``."""
-    return pack_fragment(to_bits(values, elem_type), fragment_layout(matrix, str(inst.shape), elem_type))
+def _fragments(inst, A, B, C):
+    """The warp's A, B and C fragments holding the matrices ``A``, ``B`` and ``C``."""
+    return [pack_fragment(to_bits(values, elem), fragment_layout(matrix, str(inst.shape), elem))
+            for matrix, values, elem in (("a", A, inst.atype), ("b", B, inst.btype), ("c", C, inst.ctype))]
 
 
 @pytest.mark.parametrize("path", WMMA_PATHS)
@@ -255,8 +255,7 @@ def test_one_wmma(benchmark, record_instruction, text, path):
     expect = fastmma.mma(inst, A, B, C)
     d_layout = fragment_layout("d", str(inst.shape), inst.dtype)
     if path == "wmma.mma":
-        a, b, c = (_fragment(inst, x, v, t) for x, v, t in (("a", A, inst.atype), ("b", B, inst.btype),
-                                                              ("c", C, inst.ctype)))
+        a, b, c = _fragments(inst, A, B, C)
         call = lambda: fastmma.wmma.mma(inst, a, b, c)  # noqa: E731
         assert np.array_equal(unpack_fragment(call(), d_layout), to_bits(expect, inst.dtype))
     else:

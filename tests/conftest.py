@@ -9,6 +9,19 @@ def golden_files(family: str) -> list[Path]:
     return sorted((GOLDEN / family).glob("*.npz"))
 
 
+def recordings(family: str, keep=lambda meta: True) -> list[Path]:
+    """Every recording of ``family`` under golden/, the probes' included, whose meta ``keep``
+    accepts."""
+    from fastmma.conform import load_recording
+
+    found = []
+    for path in sorted(GOLDEN.rglob("*.npz")):
+        meta = load_recording(path)[1]
+        if meta.get("family") == family and keep(meta):
+            found.append(path)
+    return found
+
+
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     return GOLDEN

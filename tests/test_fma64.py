@@ -141,7 +141,7 @@ def test_stack_equals_each_gemm_and_checks_its_operands():
         got = mma_f64_stack(a, b, c, rounding)
         for s in range(6):
             assert np.array_equal(got[s], mma_f64(a[s], b[s], c[s], rounding, host_fma=False)), (rounding, s)
-    with pytest.raises(OperandError, match="3-D uint64 stack"):
+    with pytest.raises(OperandError, match="3-D uint64 array"):
         mma_f64_stack(a[0], b[0], c[0], RN)
     with pytest.raises(OperandError, match=r"a\[S, M, K\], b\[S, K, N\], c\[S, M, N\]"):
         mma_f64_stack(a, b[:5], c, RN)

@@ -9,18 +9,13 @@ their layouts as well as their start addresses, image addresses, mixed scale-d).
 import numpy as np
 import pytest
 
-from conftest import GOLDEN
+from conftest import GOLDEN, recordings
 from fastmma import parse, wgmma
 from fastmma.conform import chain_length, image_bases, load_recording
 from fastmma.errors import AlignmentError, OperandError, SharedMemoryBoundsError
 from fastmma.layout.descriptor import MatrixDescriptor
 
-def _wgmma_recordings():
-    """Every recording of the wgmma family, the probes' included."""
-    return [path for path in sorted(GOLDEN.rglob("*.npz")) if load_recording(path)[1].get("family") == "wgmma"]
-
-
-WGMMA_RECORDINGS = _wgmma_recordings()
+WGMMA_RECORDINGS = recordings("wgmma")
 
 
 def test_the_wgmma_recordings_are_found():

@@ -9,7 +9,7 @@ included).
 import numpy as np
 import pytest
 
-from conftest import GOLDEN
+from conftest import GOLDEN, recordings
 from fastmma import parse, wmma
 from fastmma.conform import chain_length, load_recording
 from fastmma.errors import InvalidInstructionError, OperandError
@@ -18,17 +18,8 @@ from fastmma.layout.wmma_fragments import fragment_layout, pack_fragment
 from test_wmma_api import random_values
 
 
-def _single_wmma_recordings():
-    """The wmma recordings of one instruction per case (the k-loop probes chain 16)."""
-    found = []
-    for path in sorted(GOLDEN.rglob("*.npz")):
-        _, meta = load_recording(path)
-        if meta.get("family") == "wmma" and chain_length(meta) == 1:
-            found.append(path)
-    return found
-
-
-WMMA_RECORDINGS = _single_wmma_recordings()
+#: The wmma recordings of one instruction per case (the k-loop probes chain 16).
+WMMA_RECORDINGS = recordings("wmma", lambda meta: chain_length(meta) == 1)
 
 
 def test_the_wmma_recordings_are_found():

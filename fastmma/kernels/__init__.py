@@ -132,13 +132,11 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     stack kernel; anything else is a loop of :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
-    if isinstance(rule, (IntDotRule, PopcRule)) and count * m * kk * n >= FAST_KERNEL_MIN_MACS:
-        with launch_lock:  # the integer kernels take a whole stack at once
+    integers = isinstance(rule, (IntDotRule, PopcRule)) and count * m * kk * n >= FAST_KERNEL_MIN_MACS
+    small_f64 = isinstance(rule, FmaChainRule) and count > 1 and m * kk * n < _module("fma64").HOST_FMA_MIN_WORK
+    if integers or small_f64:
+        with launch_lock:  # these kernels take a whole stack at once
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
-    if isinstance(rule, FmaChainRule) and count > 1 and m * kk * n < _module("fma64").HOST_FMA_MIN_WORK:
-        with launch_lock:  # small f64 GEMMs: their rows shared by the threads in one call
-            return _module("fma64").mma_f64_stack(a, b, c if use_c else np.zeros_like(c),
-                                                  ROUNDING_CODES[rule.rounding])
     stacked = (isinstance(rule, FusedDotRule) and m * kk * n < STACK_MAX_MACS
                and count * m * kk * n >= FAST_KERNEL_MIN_MACS)
     run = stack_run(m, kk, n) if stacked else 1
@@ -163,7 +161,8 @@ def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
 
 def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
     """The rules whose sums are exact before one final step (integer, b1, f64 FMA chain).
-    The blocked integer and b1 kernels also take stacks (``a`` (S, M, K) ...).
+    Where ``fast``, stacks (``a`` (S, M, K) ...) as well: the blocked integer and b1 kernels
+    take them, and f64 stacks go to the integer FMA chains' stack kernel (for small GEMMs).
 
     ``fast`` picks the blocked kernels of ``int_gemm`` over the per-element ones of
     ``int_dot``, and the f64 chains on the CPU's FMAs over the integer ones (``fma64``); each
@@ -184,10 +183,11 @@ def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
 
         (popc_gemm if fast else popc_mma)(a, b, c.view(np.int32), out.view(np.int32), rule.op == "xor", use_c)
     elif isinstance(rule, FmaChainRule):
-        from .fma64 import mma_f64
+        from .fma64 import mma_f64, mma_f64_stack
 
-        out[...] = mma_f64(a, b, c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding],
-                           host_fma=None if fast else False)
+        c, rounding = c if use_c else np.zeros_like(c), ROUNDING_CODES[rule.rounding]
+        out[...] = (mma_f64_stack(a, b, c, rounding) if a.ndim == 3
+                    else mma_f64(a, b, c, rounding, host_fma=None if fast else False))
     else:
         raise TypeError(f"no kernel for rule {rule!r}")
     return out

@@ -587,11 +587,7 @@ def mma_f64_stack(a, b, c, rounding):
     ``c[S, M, N]``) in one call, by the integer kernel: for stacks of small GEMMs (the f64
     wmma's 8x8x4), whose rows the threads share.  Returns uint64[S, M, N]."""
     rounding = _rounding_code(rounding)
-    a, b, c = (np.ascontiguousarray(x) for x in (a, b, c))
-    for x, name in ((a, "a"), (b, "b"), (c, "c")):
-        if x.dtype != np.uint64 or x.ndim != 3:
-            raise OperandError(f"{name} must be a 3-D uint64 stack of float64 bit patterns; got dtype {x.dtype}, "
-                               f"shape {list(x.shape)}")
+    a, b, c = (_bits_matrix(x, name, ndim=3) for x, name in ((a, "a"), (b, "b"), (c, "c")))
     if (a.shape[0] != b.shape[0] or c.shape[0] != a.shape[0] or a.shape[2] != b.shape[1]
             or c.shape[1:] != (a.shape[1], b.shape[2])):
         raise OperandError(f"mma_f64_stack needs a[S, M, K], b[S, K, N], c[S, M, N]; got a{list(a.shape)}, "
@@ -607,11 +603,13 @@ def _rounding_code(rounding) -> int:
     raise OperandError(f"rounding must be 0..3 or one of 'rn', 'rz', 'rm', 'rp'; got {rounding!r}")
 
 
-def _bits_matrix(x, name):
+def _bits_matrix(x, name, ndim=2):
+    """``x`` as a C-contiguous uint64 array of ``ndim`` dimensions (a matrix, or a stack of
+    them), or an :class:`OperandError` naming ``name``."""
     x = np.asarray(x)
-    if x.dtype != np.uint64 or x.ndim != 2:
+    if x.dtype != np.uint64 or x.ndim != ndim:
         raise OperandError(
-            f"{name} must be a 2-D uint64 array of float64 bit patterns; "
+            f"{name} must be a {ndim}-D uint64 array of float64 bit patterns; "
             f"got dtype {x.dtype}, shape {list(x.shape)}"
         )
     return np.ascontiguousarray(x)
