@@ -39,7 +39,8 @@ import pytest
 
 import fastmma
 from bench_matmul import keep_freed_memory
-from fastmma.formats import to_bits
+from fastmma.formats import get_format, to_bits
+from fastmma.isa import WmmaLoad
 from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.wgmma_fragments import pack_d, unpack_d
 from fastmma.layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
@@ -239,6 +240,39 @@ def test_stack_of_wmma(benchmark, record_instruction, text):
     short = f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
     record_instruction(short, f"wmma.mma_stack, a stack of {STACK}", benchmark.stats.stats.min / STACK,
                        numpy_s / STACK, None)
+
+
+#: wmma.load and wmma.store of a stack of warps: (instruction, warp fragment words)
+WMMA_MEMORY_CASES = {"wmma.load.a.sync.aligned.row.m16n16k16.f16": 8,
+                     "wmma.store.d.sync.aligned.row.m16n16k16.f32": 8}
+
+
+@pytest.mark.parametrize("text", list(WMMA_MEMORY_CASES))
+def test_stack_of_wmma_memory(benchmark, record_instruction, text):
+    """``wmma.load_stack`` / ``store_stack`` on :data:`STACK` warps, each at its own address
+    of one memory image with a stride of its own, recorded per warp beside numpy copying the
+    same bytes (the matrices' rows as one slice each)."""
+    inst = fastmma.parse(text)
+    rng = np.random.default_rng(0)
+    mem = rng.integers(0, 256, STACK * 2048, dtype=np.uint8)
+    offsets = np.arange(STACK) * 2048
+    strides = 16 + 8 * (np.arange(STACK) % 3)  # 16, 24 or 32 elements
+    if isinstance(inst, WmmaLoad):
+        name, run, one, args = "wmma.load", fastmma.wmma.load_stack, fastmma.wmma.load, (text, mem, offsets, strides)
+    else:
+        d = rng.integers(0, 2**32, (STACK, 32, WMMA_MEMORY_CASES[text]), dtype=np.uint32)
+        name, run, one, args = "wmma.store", fastmma.wmma.store_stack, fastmma.wmma.store, (text, mem, offsets, d,
+                                                                                             strides)
+    run(*args)  # compiles or loads the loops
+    benchmark.pedantic(run, args=args, rounds=20, iterations=1, warmup_rounds=1)
+    single_s = _best_seconds(lambda: one(*(x[1] if isinstance(x, np.ndarray) and x.shape[:1] == (STACK,) else x
+                                          for x in args)), 50)
+    rows = mem.reshape(STACK, 16, -1)[:, :, :16 * get_format(inst.type).bits // 8]  # 16 rows of 16 elements
+    numpy_s = _best_seconds(rows.copy, 20)
+    short = text.split(".aligned.")[1]
+    record_instruction(short, f"{name}_stack, a stack of {STACK}", benchmark.stats.stats.min / STACK,
+                       numpy_s / STACK, None)
+    record_instruction(short, name, single_s, numpy_s / STACK, None)
 
 
 def _fragments(inst, A, B, C):

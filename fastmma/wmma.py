@@ -3,10 +3,10 @@
 Fragments are ``uint32[32, words]``: word ``w`` of lane ``l`` is ``frag[l, w]``, registers in
 the order of the PTX vector operand, an ``.f64`` register as two words (low first).  Their
 content is exactly what an sm_90 GPU holds (:mod:`fastmma.layout.wmma_fragments`, derived
-from the H100 recordings).  Memory is a 1-D ``uint8`` numpy array; ``offset`` is the byte
-address of the matrix in it and ``stride`` the optional stride operand in elements (PTX ISA
-9.7.14.4.2, "Matrix Storage for WMMA"; alignment rules in
-:mod:`fastmma.layout.wmma_memory`).
+from the H100 recordings).  Memory is a 1-D ``uint8`` numpy array (for the stacks, also an
+image per warp ``[..., bytes]``); ``offset`` is the byte address of the matrix in it and
+``stride`` the optional stride operand in elements (PTX ISA 9.7.14.4.2, "Matrix Storage for
+WMMA"; alignment rules in :mod:`fastmma.layout.wmma_memory`).
 
 Example::
 
@@ -15,7 +15,8 @@ Example::
     d = fastmma.wmma.mma("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", a, b, c)
     fastmma.wmma.store("wmma.store.d.sync.aligned.row.m16n16k16.f32", mem, 4096, d)
 
-:func:`mma_stack` runs one ``wmma.mma`` for a stack of warps' fragments in one call.
+:func:`load_stack`, :func:`mma_stack` and :func:`store_stack` run one instruction for a
+stack of warps in one call.
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ def load(instruction, mem, offset: int = 0, stride: int | None = None, *,
     return pack_fragment(bits, fragment_layout(inst.matrix, shape, inst.type, inst.layout))
 
 
+def load_stack(instruction, mem, offset, stride=None, *, isa_strict: bool = False) -> np.ndarray:
+    """:func:`load` for a stack of warps (a simulator's, gathered) in one call: ``offset``
+    and ``stride`` are integers or integer arrays (one per warp), ``mem`` one image that
+    every warp reads (1-D) or an image per warp ``[..., bytes]``; they broadcast together as
+    numpy's arrays do into the stack's shape, and the fragments are ``uint32[..., 32,
+    words]`` over it, each warp's bit for bit what :func:`load` gives it.  Every access is
+    checked before any is made; an error names the first at fault by its stack index."""
+    inst = as_instruction(instruction, (WmmaLoad,))
+    bits = load_wmma_matrix(mem, offset, inst.matrix, str(inst.shape), inst.type, inst.layout, stride,
+                            isa_strict=isa_strict, stack=True)
+    layout = fragment_layout(inst.matrix, str(inst.shape), inst.type, inst.layout)
+    return pack_fragment(bits, layout)
+
+
 def mma(instruction, a, b, c) -> np.ndarray:
     """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments."""
     inst = as_instruction(instruction, (WmmaMma,))
@@ -102,3 +117,17 @@ def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_st
     layout = fragment_layout("d", shape, inst.type, inst.layout)
     bits = unpack_fragment(fragment(d, layout.words, "d"), layout)
     store_wmma_matrix(mem, offset, bits, shape, inst.type, inst.layout, _stride(stride), isa_strict=isa_strict)
+
+
+def store_stack(instruction, mem, offset, d, stride=None, *, isa_strict: bool = False) -> None:
+    """:func:`store` for a stack of warps in one call: ``d`` is ``uint32[..., 32, words]``,
+    and ``offset``, ``stride`` and ``mem`` are as :func:`load_stack` takes them (``mem`` is
+    written in place).  The warps store in the stack's C order, as if one after another:
+    where two warps' matrices share bytes (a race on a GPU, whose outcome the ISA leaves
+    open), the later warp's bytes are what memory keeps.  Every access is checked before
+    memory is written."""
+    inst = as_instruction(instruction, (WmmaStore,))
+    shape = str(inst.shape)
+    layout = fragment_layout("d", shape, inst.type, inst.layout)
+    bits = unpack_fragment(register_file(d, WARP_SIZE, layout.words, "d", stack=True), layout)
+    store_wmma_matrix(mem, offset, bits, shape, inst.type, inst.layout, stride, isa_strict=isa_strict, stack=True)
