@@ -35,6 +35,10 @@ class UnsupportedInstructionError(PTXError):
     """A valid PTX statement that fastmma does not execute."""
 
 
+class ExecutionLimitError(FastmmaError, RuntimeError):
+    """A PTX snippet that ran more instructions than its limit allows (a loop that does not end)."""
+
+
 class OperandError(FastmmaError, ValueError):
     """An operand array of the wrong dtype, shape, size or value range."""
 

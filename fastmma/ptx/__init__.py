@@ -1,4 +1,4 @@
-"""``fastmma.ptx``: run straight-line PTX snippets of wgmma / wmma code, bit for bit.
+"""``fastmma.ptx``: run PTX snippets of wgmma / wmma code, k-loops included, bit for bit.
 
 Example::
 
@@ -30,9 +30,11 @@ with its line and column):
 * declarations: ``.reg`` (``.pred .b8-.b64 .u8-.u64 .s8-.s64 .f16 .f16x2 .bf16 .bf16x2 .f32
   .f64``, several names per line, ``name<N>`` ranges), ``.global`` / ``.shared`` variables
   (``.align``, arrays), ``{ }`` blocks with their scopes; comments ``//`` and ``/* */``;
-* ``mov``, ``setp``, ``fence.proxy.async`` (and its ``.global`` / ``.shared::{cta,cluster}``
-  forms), ``wgmma.fence / mma_async / commit_group / wait_group``, ``wmma.load / mma / store``,
-  guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
+* ``mov``, ``setp``, integer ``add`` / ``sub``, ``bra`` to a label (uniform: every thread
+  takes it or none does), ``fence.proxy.async`` (and its ``.global`` /
+  ``.shared::{cta,cluster}`` forms), ``wgmma.fence / mma_async / commit_group / wait_group``,
+  ``wmma.load / mma / store``, guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
+* labels (``LOOP:``), so a snippet may loop; ``max_steps`` bounds the statements a run executes;
 * operands: registers, brace-enclosed register vectors, integer and floating-point literals
   (``0f3F800000``, ``0d...``, ``1.5``), addresses ``[reg]``, ``[reg+imm]``, ``[var+imm]``,
   ``[imm]`` in ``.global``, ``.shared`` or generic space, special registers ``%tid.x``,
@@ -47,13 +49,16 @@ one warp of 32 lanes (or ``threads=``), each warp running ``wmma`` on its own la
 :class:`~fastmma.errors.PTXSyntaxError` (text that is not PTX; undeclared or twice-declared
 names), :class:`~fastmma.errors.InvalidInstructionError` (qualifiers or operands the ISA does
 not allow, operand types that do not agree: PTX ISA 9.4),
-:class:`~fastmma.errors.UnsupportedInstructionError`.  While running:
-:class:`~fastmma.errors.HazardError` (strict mode), memory bounds and alignment errors; these
-also carry ``machine`` (the state when it failed) and ``statement``.
+:class:`~fastmma.errors.UnsupportedInstructionError`; a branch to no label once the whole
+snippet is read.  While running: :class:`~fastmma.errors.HazardError` (strict mode), memory
+bounds and alignment errors, a divergent branch
+(:class:`~fastmma.errors.UnsupportedInstructionError`),
+:class:`~fastmma.errors.ExecutionLimitError` past ``max_steps``; these also carry ``machine``
+(the state when it failed) and ``statement``.
 
 PTX ISA sections: 4 (syntax), 5 (state spaces, types, variables), 6.4 (addresses), 9.4 (type
-checking), 9.7.9.3-4 (mov), 9.7.6.2 (setp), 9.7.13.4 (proxy fences), 9.7.14.4 (wmma), 9.7.15 (wgmma), as
-numbered at ptx.poole.ai.
+checking), 9.7.1.1-2 (add, sub), 9.7.9.3-4 (mov), 9.7.6.2 (setp), 9.7.12.3 (bra), 9.7.13.4
+(proxy fences), 9.7.14.4 (wmma), 9.7.15 (wgmma), as numbered at ptx.poole.ai.
 """
 
 from .machine import GENERIC_SHARED_BASE, Machine, run

@@ -10,6 +10,9 @@ What an assembler checks before anything runs, in source order, stopping at the 
   reported as :class:`~fastmma.errors.UnsupportedInstructionError`: a name has one storage, so
   an inner block may not shadow a visible name, and a name declared again in a later block
   must keep its width.
+* **Labels**: each names the statement after it, once per snippet (a second one of the same
+  name is a :class:`~fastmma.errors.PTXSyntaxError`); every ``bra`` target must be one of
+  them, which is checked once the whole snippet is read (labels may come after the branch).
 * **Operands**: each handler (:mod:`fastmma.ptx.statements`) checks its operands' kinds and
   types; a misfit is an :class:`~fastmma.errors.InvalidInstructionError` carrying ``line`` and
   ``column`` (of the operand where one is at fault).
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FastmmaError, InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
-from .syntax import MAX_ARRAY_BYTES, Arg, Block, DeclName, Instr, Parsed, RegDecl, VarDecl
+from .syntax import MAX_ARRAY_BYTES, Arg, Block, DeclName, Instr, Label, Parsed, RegDecl, VarDecl
 from .values import U32, PtxType, TYPES
 
 SPECIAL_REGISTERS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid",
@@ -80,6 +83,7 @@ class Program:
     steps: list[Step] = field(default_factory=list)
     registers: dict[str, PtxType] = field(default_factory=dict)   # every declared register
     variables: list[Variable] = field(default_factory=list)       # in declaration order
+    labels: dict[str, int] = field(default_factory=dict)          # label -> the index of its step
 
 
 @dataclass
@@ -105,6 +109,8 @@ class Checker:
         self.opened: list[Block] = []
         self.storage: dict[str, _Entry] = dict(outer)
         self.program = Program()
+        self.label_at: dict[str, Label] = {}
+        self.targets: list[Arg] = []  # bra operands, resolved once every label is known
 
     # ------------------------------------------------------------------ errors
 
@@ -120,6 +126,10 @@ class Checker:
             raise parsed.error
         if self.opened:
             raise self.fail("'{' is never closed", self.opened[-1], PTXSyntaxError)
+        for arg in self.targets:
+            if arg.name not in self.program.labels:
+                raise self.fail(f"the branch target {arg.name} is not a label of this snippet", arg,
+                                PTXSyntaxError)
         return self.program
 
     def statement(self, stmt) -> None:
@@ -132,8 +142,25 @@ class Checker:
         elif isinstance(stmt, VarDecl):
             for decl in stmt.names:
                 self.declare_variable(stmt, decl)
+        elif isinstance(stmt, Label):
+            self.label(stmt)
         else:
             self.instruction(stmt)
+
+    def label(self, stmt: Label) -> None:
+        first = self.label_at.get(stmt.name)
+        if first is not None:
+            raise self.fail(f"the label {stmt.name} is already declared (line {first.line}, column "
+                            f"{first.column}): a label names one statement", stmt, PTXSyntaxError)
+        self.label_at[stmt.name] = stmt
+        self.program.labels[stmt.name] = len(self.program.steps)
+
+    def branch_target(self, arg: Arg) -> str:
+        """The label a ``bra`` operand names (checked to exist at the end of :meth:`check`)."""
+        if arg.kind != "reg" or arg.negated or arg.offset or arg.index is not None:
+            raise self.fail(f"a branch target is a label, got {arg.text}", arg)
+        self.targets.append(arg)
+        return arg.name
 
     def block(self, stmt: Block) -> None:
         if stmt.opening:

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..errors import FastmmaError, HazardError, MemoryBoundsError, OperandError
+from ..errors import ExecutionLimitError, FastmmaError, HazardError, MemoryBoundsError, OperandError
 from ..formats import byte_image, is_int
 from ..warpgroup import DEFAULT_SMEM_BYTES, Warpgroup
 from .checker import SPECIAL_REGISTERS, Checker, Program, Variable, located, relocate
@@ -50,6 +50,9 @@ MAX_AUTO_GLOBAL_BYTES = 1 << 28
 """The largest global image made to fit ``.global`` variables; beyond it, pass ``global_mem``."""
 
 MAX_THREADS = 1024
+
+MAX_STEPS = 1 << 20
+"""The statements a run executes, by default, before it stops as a loop that does not end."""
 
 
 class _ArrayRegisters:
@@ -135,16 +138,19 @@ class Machine:
 
     # ------------------------------------------------------------------ running PTX
 
-    def run(self, source: str, registers: Mapping | None = None) -> "Machine":
+    def run(self, source: str, registers: Mapping | None = None, *, max_steps: int = MAX_STEPS) -> "Machine":
         """Execute ``source`` on this machine (after setting ``registers``); returns the machine.
 
         Nothing executes unless the whole snippet assembles (errors in source order, with line
         and column).  An error while executing carries ``line``, ``column`` and ``machine``
-        (this machine, as the failing statement left it).
+        (this machine, as the failing statement left it).  More than ``max_steps`` statements
+        executed (a loop that does not end) is an :class:`~fastmma.errors.ExecutionLimitError`.
         """
-        return self._run_parsed(parse_program(source), registers)
+        return self._run_parsed(parse_program(source), registers, max_steps)
 
-    def _run_parsed(self, parsed, registers) -> "Machine":
+    def _run_parsed(self, parsed, registers, max_steps: int = MAX_STEPS) -> "Machine":
+        if not is_int(max_steps) or max_steps < 1:
+            raise OperandError(f"max_steps must be a positive integer, got {max_steps!r}")
         if registers is not None and not isinstance(registers, Mapping):
             raise OperandError(f"registers must be a dict of name -> values, got {type(registers).__name__}")
         registers = dict(registers or {})
@@ -156,8 +162,17 @@ class Machine:
                 external[name] = self._types.get(name) or infer_type(values, name)
         program = Checker(HANDLERS, external, self.symbols, self.threads).check(parsed)
         self._setup(program, registers, external)
-        for step in program.steps:
-            self._execute(step)
+        pc = executed = 0
+        while pc < len(program.steps):
+            step = program.steps[pc]
+            executed += 1
+            if executed > max_steps:
+                err = located(ExecutionLimitError, f"the snippet ran {max_steps} statements (max_steps) and had not "
+                              "ended: a loop that does not end?", step.instr.line, step.instr.column)
+                err.machine, err.statement = self, step.instr.text
+                raise err
+            target = self._execute(step)
+            pc = pc + 1 if target is None else program.labels[target]
         return self
 
     def _setup(self, program: Program, registers: dict, external: dict) -> None:
@@ -171,12 +186,14 @@ class Machine:
         for name, bits in values.items():
             self._regs.write(name, bits)
 
-    def _execute(self, step) -> None:
+    def _execute(self, step) -> str | None:
+        """Run one step; returns the label to go to next where it branches."""
         instr: Instr = step.instr
         try:
             active = self._active(instr, step.handler.scope)
             if active is not None:
-                step.handler.run(self, step.data, active)
+                return step.handler.run(self, step.data, active)
+            return None
         except FastmmaError as err:
             located_err = relocate(err, instr.line, instr.column)
             located_err.machine = self
@@ -392,7 +409,7 @@ def _threads_for(statements, registers: dict | None) -> int:
 
 def run(source: str, registers: dict | None = None, smem=None, global_mem=None, *, strict: bool = True,
         threads: int | None = None, smem_address: int = 0, global_address: int = 0,
-        generic_shared_base: int = GENERIC_SHARED_BASE) -> Machine:
+        generic_shared_base: int = GENERIC_SHARED_BASE, max_steps: int = MAX_STEPS) -> Machine:
     """Execute the PTX snippet ``source``; return the :class:`Machine` it leaves.
 
     ``registers``: name -> values (a scalar for every thread, or one value per thread);
@@ -401,7 +418,9 @@ def run(source: str, registers: dict | None = None, smem=None, global_mem=None, 
     ``smem`` / ``global_mem``: ``uint8`` images (copied).  ``strict``: report the ISA's
     undefined behaviours (:class:`fastmma.Warpgroup`; wmma operands that differ between lanes;
     guards that differ on ``.aligned`` instructions) as :class:`~fastmma.errors.HazardError`.
-    ``threads``: see :mod:`fastmma.ptx.machine`.
+    ``threads``: see :mod:`fastmma.ptx.machine`.  ``max_steps``: the most statements the run
+    executes (branches make loops) before it stops with
+    :class:`~fastmma.errors.ExecutionLimitError`.
     """
     parsed = parse_program(source)
     if threads is None:
@@ -409,4 +428,4 @@ def run(source: str, registers: dict | None = None, smem=None, global_mem=None, 
     machine = Machine(threads=threads, smem=smem, global_mem=global_mem, strict=strict,
                       smem_address=smem_address, global_address=global_address,
                       generic_shared_base=generic_shared_base)
-    return machine._run_parsed(parsed, registers)
+    return machine._run_parsed(parsed, registers, max_steps)

@@ -20,6 +20,15 @@ statement acts on shared state and runs when any thread's guard holds.
   with ``eq ne lt le gt ge`` (false on NaN), ``equ neu ltu leu gtu geu`` (true on NaN),
   ``num nan``; ``.ftz`` flushes ``.f32`` subnormal inputs to zero; ``.and .or .xor`` combine
   with ``c``; ``q`` receives the complement of the comparison, combined alike.
+* ``add{.sat}.type d, a, b`` and ``sub{.sat}.type d, a, b`` (9.7.1.1, 9.7.1.2) for the integer
+  types ``.u16 .u32 .u64 .s16 .s32 .s64``: the sum or difference modulo 2^n, or with
+  ``.sat`` (``.s32`` only) clamped to the int32 range; enough for a loop's counter and for
+  stepping a descriptor or an address (floating-point and ``.cc`` forms are not supported).
+* ``bra{.uni} label`` (9.7.12.3): the next statement is the label's.  Every thread runs in
+  lockstep, so a branch must be uniform: a guard ``@p`` that holds in some threads and not
+  in others is an :class:`~fastmma.errors.UnsupportedInstructionError` (a divergent branch).
+  A snippet that runs more than its limit of statements (``max_steps``, a loop that does not
+  end) stops with :class:`~fastmma.errors.ExecutionLimitError`.
 * ``fence.proxy.async{.global, .shared::cta, .shared::cluster}`` and ``membar.proxy.async``
   (9.7.13.4): :meth:`fastmma.Warpgroup.fence_proxy_async` (``.global`` orders no shared memory,
   and does nothing here).
@@ -290,6 +299,60 @@ def run_setp(m, data, active) -> None:
     for name, value in zip(data.dests, outs):
         if name is not None:
             m.write(name, value.astype(np.bool_), active)
+
+
+# ---------------------------------------------------------------------- add, sub
+
+ARITHMETIC_TYPES = ("u16", "u32", "u64", "s16", "s32", "s64")
+ARITHMETIC = {"add": np.add, "sub": np.subtract}
+
+
+def check_arithmetic(ck: Checker, instr: Instr):
+    parts = instr.opcode.split(".")
+    name = parts[-1] if len(parts) > 1 else ""
+    if name in TYPES and TYPES[name].kind == "f" or name in ("f16", "f16x2", "bf16", "bf16x2") or "cc" in parts:
+        raise ck.fail(f"{instr.opcode}: fastmma.ptx adds and subtracts integers only "
+                      f"({', '.join('.' + t for t in ARITHMETIC_TYPES)}, no .cc)", instr, UnsupportedInstructionError)
+    t = _type_qualifier(ck, instr, ARITHMETIC_TYPES)
+    sat = parts[1:-1] == ["sat"]
+    if parts[1:-1] not in ([], ["sat"]) or sat and t.name != "s32":
+        raise ck.fail(f"{instr.opcode}: expected {parts[0]}{{.sat}}.type, .sat with .s32 only", instr)
+    _count(ck, instr, 3, "d, a, b")
+    d, a, b = instr.args
+    return SimpleNamespace(op=ARITHMETIC[parts[0]], type=t, sat=sat, dest=check_destination(ck, d, t),
+                           a=check_source(ck, a, t, "operand a"), b=check_source(ck, b, t, "operand b"))
+
+
+def run_arithmetic(m, data, active) -> None:
+    """``d = a op b`` modulo 2^n (two's complement: the same bits signed or unsigned), or for
+    ``.sat.s32`` the exact result clamped to [-2^31, 2^31 - 1]."""
+    t = data.type
+    a, b = (read_source(m, src, t) for src in (data.a, data.b))
+    if data.sat:
+        exact = data.op(a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64))
+        bits = np.clip(exact, -2**31, 2**31 - 1).astype(np.int32).view(np.uint32)
+    else:
+        bits = data.op(a.astype(np.uint64), b.astype(np.uint64)).astype(t.storage)  # wraps, as the ISA's do
+    m.write(data.dest, bits, active)
+
+
+# ---------------------------------------------------------------------- bra
+
+def check_bra(ck: Checker, instr: Instr):
+    if instr.opcode not in ("bra", "bra.uni"):
+        raise ck.fail(f"{instr.opcode}: expected bra or bra.uni", instr)
+    _count(ck, instr, 1, "label")
+    return SimpleNamespace(target=ck.branch_target(instr.args[0]))
+
+
+def run_bra(m, data, active) -> str:
+    """The label to go to: every thread's guard must agree (the threads run in lockstep)."""
+    if not active.all():
+        taken = int(active.sum())
+        raise UnsupportedInstructionError(
+            f"a divergent branch: {taken} of {active.size} threads take it; fastmma.ptx runs every "
+            "thread in lockstep, so a branch's guard must hold in all threads or in none")
+    return data.target
 
 
 # ---------------------------------------------------------------------- fence.proxy.async
@@ -607,6 +670,9 @@ class Handler:
 HANDLERS = {
     "mov": Handler(check_mov, run_mov, "thread"),
     "setp": Handler(check_setp, run_setp, "thread"),
+    "add": Handler(check_arithmetic, run_arithmetic, "thread"),
+    "sub": Handler(check_arithmetic, run_arithmetic, "thread"),
+    "bra": Handler(check_bra, run_bra, "thread"),
     "fence": Handler(check_fence, run_fence, "any"),
     "membar": Handler(check_fence, run_fence, "any"),
     "wgmma": Handler(check_wgmma, run_wgmma, "warpgroup"),

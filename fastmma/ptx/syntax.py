@@ -3,7 +3,7 @@
 The grammar (PTX ISA 4.3 "Statements", 5.4 "Variables", 6.2 "Operand types"), as far as
 fastmma.ptx executes it::
 
-    statement   := '{' | '}' | reg-decl | var-decl | [guard] instruction
+    statement   := '{' | '}' | label ':' | reg-decl | var-decl | [guard] instruction
     reg-decl    := '.reg' type name ['<' count '>'] {',' name ['<' count '>']} ';'
     var-decl    := ('.global' | '.shared') ['.align' n] type name {'[' n ']'} {',' ...} ';'
     guard       := '@' ['!'] predicate
@@ -12,9 +12,11 @@ fastmma.ptx executes it::
                  | '[' (name [('+' | '-') integer] | integer) ']' | predicate '|' predicate
 
 ``name<count>`` declares ``name0`` ... ``name{count-1}`` (5.4.1 "Parameterized variable
-names").  Other directives (``.entry``, ``.func``, ``.version``, ``.local``, ...), labels and
-instructions other than ``mov``, ``setp``, ``fence``/``membar``, ``wgmma.*`` and ``wmma.*``
-raise :class:`~fastmma.errors.UnsupportedInstructionError`; text that is not PTX raises
+names").  A label (4.3: an identifier and ``:``) names the statement after it, the target of
+``bra``.  Other directives (``.entry``, ``.func``, ``.version``, ``.local``, ...) and
+instructions other than ``mov``, ``setp``, ``add``, ``sub``, ``bra``, ``fence``/``membar``,
+``wgmma.*`` and ``wmma.*`` raise :class:`~fastmma.errors.UnsupportedInstructionError`; text
+that is not PTX raises
 :class:`~fastmma.errors.PTXSyntaxError`.  Both carry the line and column.
 
 Parsing stops at the first error; :func:`parse_program` returns the statements before it
@@ -30,7 +32,7 @@ from ..errors import PTXSyntaxError, UnsupportedInstructionError
 from .lexer import Token, tokenize
 from .values import KNOWN_UNSUPPORTED_TYPES, Literal, parse_literal, ptx_type
 
-SUPPORTED_ROOTS = ("mov", "setp", "fence", "membar", "wgmma", "wmma")
+SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "bra", "fence", "membar", "wgmma", "wmma")
 """Opcodes (their part before the first dot) that fastmma.ptx executes, in some forms."""
 
 MAX_RANGE = 1 << 16
@@ -111,6 +113,15 @@ class VarDecl:
 @dataclass(frozen=True)
 class Block:
     opening: bool
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Label:
+    """``name:``, the position of the statement that follows (PTX ISA 4.3)."""
+
+    name: str
     line: int
     column: int
 
@@ -205,8 +216,11 @@ class _Parser:
             return self.directive()
         if tok.kind == "word":
             if self.at(":", 1):
-                raise _unsupported(f"labels ({tok.text}:) are not supported: fastmma.ptx runs "
-                                   "straight-line code", tok)
+                if "." in tok.text or "::" in tok.text:
+                    raise _syntax(f"a label is an identifier, got {tok.text}", tok)
+                self.take()
+                self.take()
+                return Label(tok.text, tok.line, tok.column)
             return self.instruction(None)
         raise _syntax(f"expected a statement (instruction, declaration, '{{' or '}}'), found {tok}", tok)
 
@@ -230,7 +244,7 @@ class _Parser:
             return self.var_decl()
         if tok.text in _KNOWN_DIRECTIVES:
             raise _unsupported(f"the directive {tok.text} is not supported: fastmma.ptx runs "
-                               "straight-line snippets (.reg, .global and .shared declarations, "
+                               "snippets (.reg, .global and .shared declarations, labels and "
                                "instructions)", tok)
         raise _syntax(f"unknown directive {tok.text}", tok)
 
@@ -314,8 +328,8 @@ class _Parser:
         if op.text.split(".")[0] not in SUPPORTED_ROOTS:
             raise _unsupported(
                 f"{op.text.split('.')[0]} ({op.text}) is not supported; fastmma.ptx executes mov, "
-                "setp, fence.proxy.async, wgmma.fence/mma_async/commit_group/wait_group and "
-                "wmma.load/mma/store", op)
+                "setp, add, sub, bra, fence.proxy.async, wgmma.fence/mma_async/commit_group/wait_group "
+                "and wmma.load/mma/store", op)
         args = []
         if not self.at(";"):
             args.append(self.operand())
