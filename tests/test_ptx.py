@@ -1197,7 +1197,7 @@ def test_bad_register_values(regs, match):
 
 UNSUPPORTED = [
     ("mul.lo.s32 r, r, 1;", 1, 1),
-    (".reg .b32 r;\n  ld.global.b32 r, [r];", 2, 3),
+    (".reg .b32 r;\n  ld.global.nc.b32 r, [r];", 2, 3),
     ("call.uni DONE;", 1, 1),
     ("DONE: ret;", 1, 7),                                       # the label is fine, ret is not
     (".version 8.0", 1, 1),

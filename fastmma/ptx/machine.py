@@ -293,13 +293,23 @@ class Machine:
 
     def locate(self, address: int, space: str | None) -> tuple[str, int]:
         """(``"global"`` / ``"shared"``, byte offset in that image) of an address in ``space``
-        (None: generic)."""
+        (None: generic); an address below the image's start has a negative offset."""
+        shared, offset = self.locate_threads(np.array([address % (1 << 64)], np.uint64), space)
+        return ("shared" if shared[0] else "global"), int(offset.view(np.int64)[0])
+
+    def locate_threads(self, address: np.ndarray, space: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`locate` for each thread's address (uint64): whether it is in shared memory,
+        and its byte offset in that space's image (uint64, wrapping: an address below the
+        image's start is far past its end).  A generic address is shared in the window
+        ``[generic_shared_base, generic_shared_base + 2**32)`` and global elsewhere."""
         if space is None:
-            if 0 <= address - self.generic_shared_base < SHARED_WINDOW_BYTES:
-                return "shared", address - self.generic_shared_base - self.smem_address
-            space = "global"
-        base = self.global_address if space == "global" else self.smem_address
-        return space, address - base
+            shared = address - np.uint64(self.generic_shared_base) < np.uint64(SHARED_WINDOW_BYTES)
+            base = np.where(shared, np.uint64((self.generic_shared_base + self.smem_address) % (1 << 64)),
+                            np.uint64(self.global_address))
+        else:
+            shared = np.full(address.shape, space == "shared")
+            base = np.uint64(self.smem_address if space == "shared" else self.global_address)
+        return shared, address - base
 
     def variable_address(self, name: str, space: str | None) -> int:
         """The address of variable ``name``: in its own state space (``space`` "own" or its

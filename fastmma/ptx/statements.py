@@ -29,6 +29,17 @@ statement acts on shared state and runs when any thread's guard holds.
   in others is an :class:`~fastmma.errors.UnsupportedInstructionError` (a divergent branch).
   A snippet that runs more than its limit of statements (``max_steps``, a loop that does not
   end) stops with :class:`~fastmma.errors.ExecutionLimitError`.
+* ``ld{.global, .shared, .shared::cta}{.v2, .v4}.type d, [a]`` and ``st{...}.type [a], b``
+  (9.7.9, "Data Movement and Conversion Instructions") for ``.b8-.b64 .u8-.u64 .s8-.s64
+  .f32 .f64``: each thread's own address (generic where no state space is named:
+  :meth:`~fastmma.ptx.machine.Machine.locate_threads`),
+  naturally aligned to the access's size (else :class:`~fastmma.errors.AlignmentError`, the
+  thread named) and inside its image; registers of the type's width (no widening loads), the
+  elements of a vector at consecutive addresses, little-endian.  A ``st`` to the warpgroup's
+  shared memory is a generic-proxy write (a later ``wgmma`` reading it needs
+  ``fence.proxy.async``); two threads storing different bytes at one address are reported in
+  strict mode (memory keeps one of them, the ISA does not say which) and otherwise the highest
+  thread's bytes are kept.  Cache, eviction and memory-order qualifiers are not supported.
 * ``fence.proxy.async{.global, .shared::cta, .shared::cluster}`` and ``membar.proxy.async``
   (9.7.13.4): :meth:`fastmma.Warpgroup.fence_proxy_async` (``.global`` orders no shared memory,
   and does nothing here).
@@ -48,7 +59,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import wmma
-from ..errors import HazardError, InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
+from ..errors import (AlignmentError, HazardError, InvalidInstructionError, MemoryBoundsError, PTXSyntaxError,
+                      UnsupportedInstructionError)
 from ..isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 from ..layout.wmma_memory import default_stride, leading_dimension, matrix_dims
 from ..formats import get_format
@@ -430,6 +442,103 @@ def _widths(ck: Checker, arg: Arg, bits: int, what: str, kinds: str = "busf") ->
             raise ck.fail(f"{what}: {item.name} is {t}; it must be {want}", item)
 
 
+# ---------------------------------------------------------------------- ld, st
+
+LOAD_STORE_TYPES = ("b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f32", "f64")
+LOAD_STORE_SPACES = ("global", "shared", "shared::cta")
+VECTOR_LANES = {"v2": 2, "v4": 4}
+
+
+def check_load_store(ck: Checker, instr: Instr):
+    """``ld{.ss}{.vec}.type d, [a]`` / ``st{.ss}{.vec}.type [a], b``: a register (a vector of
+    2 or 4 for ``.v2`` / ``.v4``) of the type's width, and an address."""
+    root, *parts = instr.opcode.split(".")
+    middle = parts[:-1]
+    space = middle.pop(0) if middle and middle[0] in LOAD_STORE_SPACES else None
+    lanes = VECTOR_LANES[middle.pop(0)] if middle and middle[0] in VECTOR_LANES else 1
+    if middle:
+        raise ck.fail(f"{instr.opcode}: .{middle[0]} is not supported; fastmma.ptx runs {root}{{.global, .shared, "
+                      ".shared::cta}{.v2, .v4}.type (weak accesses with the default cache policy)", instr,
+                      UnsupportedInstructionError)
+    t = _type_qualifier(ck, instr, LOAD_STORE_TYPES)
+    _count(ck, instr, 2, "d, [a]" if root == "ld" else "[a], b")
+    value, address = instr.args if root == "ld" else instr.args[::-1]
+    items = value.items if value.kind == "vector" else (value,)
+    if len(items) != lanes or (value.kind == "vector") != (lanes > 1):
+        raise ck.fail(f"{instr.opcode} {'loads' if root == 'ld' else 'stores'} "
+                      f"{'a vector of ' + str(lanes) + ' registers' if lanes > 1 else 'one register'}, "
+                      f"got {value.text}", value)
+    if root == "ld":
+        regs = tuple(check_destination(ck, item, t) for item in items)
+    else:
+        for item in items:
+            if item.kind != "reg":
+                raise ck.fail(f"the value st stores must be a register, got {item.text}", item)
+        regs = tuple(check_source(ck, item, t, "the value stored").name for item in items)
+    return SimpleNamespace(load=root == "ld", space=_space(space), type=t, regs=regs,
+                           address=_check_address(ck, address, space))
+
+
+def _access(m, data, active) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each active thread's access: whether it is in shared memory, its byte offset in that
+    space's image, and the access's size; checked to be aligned to its size and inside the
+    image, the first thread at fault named."""
+    address = _address_values(m, data.address, data.space)
+    nbytes = len(data.regs) * data.type.bits // 8
+    op = "ld" if data.load else "st"
+    if (bad := active & (address % np.uint64(nbytes) != 0)).any():
+        t = int(np.argmax(bad))
+        raise AlignmentError(f"{op}: thread {t}'s address {int(address[t]):#x} is not a multiple of the access "
+                             f"size, {nbytes} bytes (PTX ISA, {op}: the address must be naturally aligned)")
+    shared, offsets = m.locate_threads(address, data.space)
+    for space, where in (("shared", shared), ("global", ~shared)):
+        size = m.image(space).size
+        if (bad := active & where & ((offsets > np.uint64(max(size - nbytes, 0))) | (size < nbytes))).any():
+            t = int(np.argmax(bad))
+            raise MemoryBoundsError(f"{op}: thread {t}'s address {int(address[t]):#x} reads or writes {space} "
+                                    f"bytes [{int(offsets[t])}, {int(offsets[t]) + nbytes}); the image holds "
+                                    f"[0, {size})")
+    return shared, offsets.astype(np.int64), nbytes
+
+
+def run_load(m, data, active) -> None:
+    shared, offsets, nbytes = _access(m, data, active)
+    raw = np.zeros((m.threads, nbytes), np.uint8)
+    for space, where in (("shared", shared & active), ("global", ~shared & active)):
+        if where.any():
+            raw[where] = m.image(space)[offsets[where, None] + np.arange(nbytes)]
+    values = raw.view(data.type.storage.newbyteorder("<"))
+    for j, name in enumerate(data.regs):
+        m.write(name, values[:, j].astype(data.type.storage), active)
+
+
+def run_store(m, data, active) -> None:
+    """Every check first, then the bytes, thread by thread; where two threads store different
+    bytes at one address, strict mode reports it (which one memory keeps is not defined), and
+    otherwise the highest thread's bytes are kept."""
+    shared, offsets, nbytes = _access(m, data, active)
+    values = np.stack([read_source(m, Source("reg", name), data.type) for name in data.regs], axis=1)
+    raw = np.ascontiguousarray(values.astype(data.type.storage.newbyteorder("<"))).view(np.uint8)
+    threads = np.flatnonzero(active)
+    for space, where in (("shared", shared), ("global", ~shared)):
+        mine = threads[where[threads]]
+        index = (offsets[mine, None] + np.arange(nbytes)).ravel()
+        order = np.argsort(index, kind="stable")
+        same = index[order][1:] == index[order][:-1]
+        differ = same & (raw[mine].ravel()[order][1:] != raw[mine].ravel()[order][:-1])
+        if m.strict and differ.any():
+            k = int(np.argmax(differ))
+            a, b = sorted(int(mine[order[i] // nbytes]) for i in (k, k + 1))
+            raise HazardError(f"st: threads {a} and {b} store different bytes at {space} byte {int(index[order][k])}; "
+                              "which one memory keeps is not defined")
+        if space == "shared" and m.warpgroup is not None:  # generic-proxy writes, seen by the hazard rules
+            for t in mine:
+                m.warpgroup.write_smem(int(offsets[t]), raw[t])
+        elif mine.size:
+            last = index.size - 1 - np.unique(index[::-1], return_index=True)[1]  # each byte's highest thread
+            m.image(space)[index[last]] = raw[mine].ravel()[last]
+
+
 # ---------------------------------------------------------------------- wgmma
 
 
@@ -555,15 +664,16 @@ def _uniform(m, values: np.ndarray, warp: int, what: str, inst) -> int:
     return int(lanes[0])
 
 
-def _address_values(m, data) -> np.ndarray:
-    """Per-thread address (uint64, wrapping) of the memory operand."""
-    src, offset = data.address
+def _address_values(m, address, space: str | None) -> np.ndarray:
+    """Per-thread address (uint64, wrapping) of a memory operand checked by
+    :func:`_check_address` (``address``), in ``space`` (None: generic)."""
+    src, offset = address
     if src is None:
         base = np.zeros(m.threads, np.uint64)
     elif src.kind == "reg":
         base = m.read(src.name).astype(np.uint64)
     else:
-        base = np.full(m.threads, m.variable_address(src.name, _space(data.inst.state_space)), np.uint64)
+        base = np.full(m.threads, m.variable_address(src.name, space), np.uint64)
     return base + np.uint64(offset % (1 << 64))
 
 
@@ -607,7 +717,7 @@ def run_wmma(m, data, warps: np.ndarray) -> None:
             out[lanes] = wmma.mma(inst, frags["a"][lanes], frags["b"][lanes], frags["c"][lanes])
         _write_fragment(m, data.frags["d"], out, active)
         return
-    addresses, strides = _address_values(m, data), _stride_values(m, data)
+    addresses, strides = _address_values(m, data.address, _space(data.inst.state_space)), _stride_values(m, data)
     if isinstance(inst, WmmaLoad):
         frag = data.frags[inst.matrix]
         out = np.zeros((m.threads, len(frag.names) * (2 if frag.wide else 1)), np.uint32)
@@ -673,6 +783,8 @@ HANDLERS = {
     "add": Handler(check_arithmetic, run_arithmetic, "thread"),
     "sub": Handler(check_arithmetic, run_arithmetic, "thread"),
     "bra": Handler(check_bra, run_bra, "thread"),
+    "ld": Handler(check_load_store, run_load, "thread"),
+    "st": Handler(check_load_store, run_store, "thread"),
     "fence": Handler(check_fence, run_fence, "any"),
     "membar": Handler(check_fence, run_fence, "any"),
     "wgmma": Handler(check_wgmma, run_wgmma, "warpgroup"),

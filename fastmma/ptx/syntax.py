@@ -14,7 +14,7 @@ fastmma.ptx executes it::
 ``name<count>`` declares ``name0`` ... ``name{count-1}`` (5.4.1 "Parameterized variable
 names").  A label (4.3: an identifier and ``:``) names the statement after it, the target of
 ``bra``.  Other directives (``.entry``, ``.func``, ``.version``, ``.local``, ...) and
-instructions other than ``mov``, ``setp``, ``add``, ``sub``, ``bra``, ``fence``/``membar``,
+instructions other than ``mov``, ``setp``, ``add``, ``sub``, ``bra``, ``ld``, ``st``, ``fence``/``membar``,
 ``wgmma.*`` and ``wmma.*`` raise :class:`~fastmma.errors.UnsupportedInstructionError`; text
 that is not PTX raises
 :class:`~fastmma.errors.PTXSyntaxError`.  Both carry the line and column.
@@ -32,7 +32,7 @@ from ..errors import PTXSyntaxError, UnsupportedInstructionError
 from .lexer import Token, tokenize
 from .values import KNOWN_UNSUPPORTED_TYPES, Literal, parse_literal, ptx_type
 
-SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "bra", "fence", "membar", "wgmma", "wmma")
+SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "bra", "ld", "st", "fence", "membar", "wgmma", "wmma")
 """Opcodes (their part before the first dot) that fastmma.ptx executes, in some forms."""
 
 MAX_RANGE = 1 << 16
@@ -328,7 +328,7 @@ class _Parser:
         if op.text.split(".")[0] not in SUPPORTED_ROOTS:
             raise _unsupported(
                 f"{op.text.split('.')[0]} ({op.text}) is not supported; fastmma.ptx executes mov, "
-                "setp, add, sub, bra, fence.proxy.async, wgmma.fence/mma_async/commit_group/wait_group "
+                "setp, add, sub, bra, ld, st, fence.proxy.async, wgmma.fence/mma_async/commit_group/wait_group "
                 "and wmma.load/mma/store", op)
         args = []
         if not self.at(";"):
