@@ -1196,7 +1196,7 @@ def test_bad_register_values(regs, match):
 # ---------------------------------------------------------------------- errors: class, line, column
 
 UNSUPPORTED = [
-    ("mul.lo.s32 r, r, 1;", 1, 1),
+    ("div.s32 r, r, 1;", 1, 1),
     (".reg .b32 r;\n  ld.global.nc.b32 r, [r];", 2, 3),
     ("call.uni DONE;", 1, 1),
     ("DONE: ret;", 1, 7),                                       # the label is fine, ret is not
@@ -1306,7 +1306,7 @@ def test_errors_come_in_source_order_and_nothing_runs_before():
     check_error(e, PTXSyntaxError, 3, 12)           # not the lexical error on line 4
     m = ptx.run(".reg .b32 r;\nmov.b32 r, 1;\n")
     with pytest.raises(UnsupportedInstructionError) as e:
-        m.run("mov.b32 r, 2;\nmul.lo.s32 r, r, r;\n")
+        m.run("mov.b32 r, 2;\ndiv.s32 r, r, r;\n")
     check_error(e, UnsupportedInstructionError, 2, 1)
     np.testing.assert_array_equal(m.read("r"), 1)       # the mov before it did not run
 

@@ -1,10 +1,11 @@
-"""fastmma.ptx control flow and integer arithmetic: labels, ``bra``, ``add``, ``sub``.
+"""fastmma.ptx control flow and integer arithmetic: labels, ``bra``, ``add``, ``sub``, ``mul``,
+``mad``, shifts and logic.
 
 The loops are checked against the H100: the recorded GEMM k-loops (tests/golden/probes q8:
 16 wgmma steps whose descriptors advance by 2 and, every fourth step, by 512; q9: 16 wmma
 steps along K), each written as a PTX loop that steps its descriptors or addresses with
 ``add`` and branches back with ``bra``, must leave the recorded bits.  ``add`` and ``sub``
-are checked against Python's integers.
+and the other integer instructions are checked against Python's integers.
 """
 
 import zlib
@@ -169,6 +170,86 @@ def test_add_with_literals_and_a_guard_writes_only_the_threads_it_guards():
     assert m["x"].tolist() == expected.tolist()
 
 
+def _random_operands(rng, bits: int, count: int = 64) -> np.ndarray:
+    """Bit patterns of ``bits`` bits: the extremes, then random ones."""
+    extremes = [0, 1, 2, 2**(bits - 1) - 1, 2**(bits - 1), 2**bits - 1, 2**bits - 2]
+    return np.array(extremes + [int(x) for x in rng.integers(0, 2**bits, count - len(extremes), dtype=np.uint64)],
+                    dtype=np.uint64)
+
+
+def _signed(bits: int, x: int, typ: str) -> int:
+    return x - (1 << bits) if typ[0] == "s" and x >> (bits - 1) else x
+
+
+@pytest.mark.parametrize("mode", ["lo", "hi", "wide"])
+@pytest.mark.parametrize("typ", ["u16", "s16", "u32", "s32", "u64", "s64"])
+@pytest.mark.parametrize("op", ["mul", "mad"])
+def test_mul_and_mad_give_the_exact_products_bits(op, typ, mode):
+    bits = int(typ[1:])
+    if mode == "wide" and bits == 64:
+        pytest.skip(".wide is for 16- and 32-bit types")
+    rng = np.random.default_rng(bits * 7 + len(mode) + len(op))
+    a, b = _random_operands(rng, bits), rng.permutation(_random_operands(rng, bits))
+    dbits = 2 * bits if mode == "wide" else bits
+    c = _random_operands(rng, dbits)
+    dtyp = f"{typ[0]}{dbits}"
+    storage = lambda x, n: x.astype(f"uint{n}")  # noqa: E731
+    regs = {"a": storage(a, bits), "b": storage(b, bits), "c": storage(c, dbits)}
+    operands = "d, a, b, c" if op == "mad" else "d, a, b"
+    m = ptx.run(f".reg .{typ} a, b;\n.reg .{dtyp} c, d;\n{op}.{mode}.{typ} {operands};", regs, threads=64)
+    expected = []
+    for x, y, z in zip(a, b, c):
+        p = _signed(bits, int(x), typ) * _signed(bits, int(y), typ)
+        p = p >> bits if mode == "hi" else p
+        p = p + _signed(dbits, int(z), dtyp) if op == "mad" else p
+        expected.append(p % 2**dbits)
+    assert [int(v) for v in m["d"].view(f"uint{dbits}")[:len(a)]] == expected
+
+
+@pytest.mark.parametrize("typ", ["b16", "b32", "b64", "u32", "s16", "s32", "s64"])
+def test_shifts_by_every_amount(typ):
+    bits = int(typ[1:])
+    rng = np.random.default_rng(bits)
+    amounts = np.array(list(range(bits + 2)) + [2**31, 2**32 - 1] + [0] * (128 - bits - 4), np.uint32)
+    a = rng.permutation(np.resize(_random_operands(rng, bits), 128)).astype(f"uint{bits}")
+    shl = typ.startswith("b")
+    m = ptx.run(f".reg .{typ} a, d, e;\n.reg .u32 s;\nshr.{typ} d, a, s;" + (f"\nshl.{typ} e, a, s;" if shl else ""),
+                {"a": a, "s": amounts})
+    for i, (x, s) in enumerate(zip(a, amounts)):
+        assert int(m["d"].view(f"uint{bits}")[i]) == (_signed(bits, int(x), typ) >> int(s)) % 2**bits, (x, s)
+        if shl:
+            assert int(m["e"].view(f"uint{bits}")[i]) == (int(x) << min(int(s), bits)) % 2**bits, (x, s)
+
+
+@pytest.mark.parametrize("typ", ["pred", "b16", "b32", "b64"])
+def test_logic(typ):
+    bits = 1 if typ == "pred" else int(typ[1:])
+    rng = np.random.default_rng(bits + 1)
+    a = rng.integers(0, 2**bits, 32, dtype=np.uint64)
+    b = rng.integers(0, 2**bits, 32, dtype=np.uint64)
+    cast = (lambda x: x.astype(bool)) if typ == "pred" else (lambda x: x.astype(f"uint{bits}"))  # noqa: E731
+    m = ptx.run(f".reg .{typ} a, b, x, y, z, w;\nand.{typ} x, a, b;\nor.{typ} y, a, b;\nxor.{typ} z, a, b;\n"
+                f"not.{typ} w, a;", {"a": cast(a), "b": cast(b)})
+    for name, rule in (("x", lambda p, q: p & q), ("y", lambda p, q: p | q), ("z", lambda p, q: p ^ q),
+                       ("w", lambda p, q: ~p)):
+        got = [int(v) for v in m.peek(name).astype(np.uint64)]
+        assert got == [rule(int(p), int(q)) % 2**bits for p, q in zip(a, b)], name
+
+
+def test_a_thread_computes_its_own_address():
+    m = ptx.run("""
+        .reg .u32 tid, off;
+        .reg .u64 addr, base;
+        mov.u32 tid, %tid.x;
+        mov.u64 base, 4096;
+        mul.lo.u32 off, tid, 24;
+        mad.wide.u32 addr, tid, 24, base;
+        shr.u32 off, off, 3;
+    """)
+    assert m["addr"].tolist() == [4096 + 24 * t for t in range(32)]
+    assert m["off"].tolist() == [3 * t for t in range(32)]
+
+
 # ---------------------------------------------------------------------- labels and bra
 
 
@@ -196,11 +277,17 @@ def test_a_forward_branch_skips_and_a_backward_one_loops():
     (".reg .b64 x;\nbra [x];", InvalidInstructionError, 2, 5, r"a branch target is a label, got \[x\]"),
     ("L:\nbra.div L;", InvalidInstructionError, 2, 1, "expected bra or bra.uni"),
     ("a.b: bra a.b;", PTXSyntaxError, 1, 1, "a label is an identifier"),
-    (".reg .f32 x;\nadd.f32 x, x, x;", UnsupportedInstructionError, 2, 1, "integers only"),
+    (".reg .f32 x;\nadd.f32 x, x, x;", UnsupportedInstructionError, 2, 1, "integer add only"),
     (".reg .u32 x;\nadd.cc.u32 x, x, x;", UnsupportedInstructionError, 2, 1, "no .cc"),
     (".reg .u32 x;\nadd.sat.u32 x, x, 1;", InvalidInstructionError, 2, 1, ".sat with .s32 only"),
     (".reg .u32 x;\nadd.u64 x, x, 1;", InvalidInstructionError, 2, 9, "does not agree with .u64"),
     (".reg .u32 x;\nsub.u32 x, x;", InvalidInstructionError, 2, 1, r"takes 3 operands \(d, a, b\)"),
+    (".reg .u32 x;\nmul.u32 x, x, x;", InvalidInstructionError, 2, 1, r"expected mul.mode.type with .mode one of"),
+    (".reg .u64 x;\nmul.wide.u64 x, x, x;", InvalidInstructionError, 2, 1, ".wide with 16- and 32-bit types"),
+    (".reg .u32 x;\n.reg .u32 w;\nmul.wide.u32 w, x, x;", InvalidInstructionError, 3, 14, "does not agree with .u64"),
+    (".reg .u32 x;\nand.u32 x, x, x;", InvalidInstructionError, 2, 1, "must be one of .pred, .b16, .b32, .b64"),
+    (".reg .b32 x;\n.reg .u64 s;\nshl.b32 x, x, s;", InvalidInstructionError, 3, 15, "does not agree with .u32"),
+    (".reg .u32 x;\nmad.lo.u32 x, x, x;", InvalidInstructionError, 2, 1, r"takes 4 operands \(d, a, b, c\)"),
 ])
 def test_bad_branches_and_arithmetic_are_refused_before_anything_runs(source, error, line, column, needle):
     with pytest.raises(error, match=needle) as info:

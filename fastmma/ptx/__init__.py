@@ -30,10 +30,10 @@ with its line and column):
 * declarations: ``.reg`` (``.pred .b8-.b64 .u8-.u64 .s8-.s64 .f16 .f16x2 .bf16 .bf16x2 .f32
   .f64``, several names per line, ``name<N>`` ranges), ``.global`` / ``.shared`` variables
   (``.align``, arrays), ``{ }`` blocks with their scopes; comments ``//`` and ``/* */``;
-* ``mov``, ``setp``, integer ``add`` / ``sub``, ``bra`` to a label (uniform: every thread
-  takes it or none does), ``ld`` / ``st`` (global, shared or generic; ``.v2`` / ``.v4``),
-  ``fence.proxy.async`` (and its ``.global`` /
-  ``.shared::{cta,cluster}`` forms), ``wgmma.fence / mma_async / commit_group / wait_group``,
+* ``mov``, ``setp``, integer ``add sub mul mad shl shr and or xor not``, ``bra`` to a label
+  (uniform: every thread takes it or none does), ``ld`` / ``st`` (global, shared or generic;
+  ``.v2`` / ``.v4``), ``fence.proxy.async`` (and its ``.global`` / ``.shared::{cta,cluster}``
+  forms), ``wgmma.fence / mma_async / commit_group / wait_group``,
   ``wmma.load / mma / store``, guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
 * labels (``LOOP:``), so a snippet may loop; ``max_steps`` bounds the statements a run executes;
 * operands: registers, brace-enclosed register vectors, integer and floating-point literals
@@ -58,9 +58,9 @@ bounds and alignment errors, a divergent branch
 (the state when it failed) and ``statement``.
 
 PTX ISA sections: 4 (syntax), 5 (state spaces, types, variables), 6.4 (addresses), 9.4 (type
-checking), 9.7.1.1-2 (add, sub), 9.7.9.3-4 (mov), 9.7.9 (ld, st), 9.7.6.2 (setp),
-9.7.12.3 (bra), 9.7.13.4
-(proxy fences), 9.7.14.4 (wmma), 9.7.15 (wgmma), as numbered at ptx.poole.ai.
+checking), 9.7.1 (integer arithmetic), 9.7.6.2 (setp), 9.7.8 (logic and shift), 9.7.9 (mov, ld,
+st), 9.7.12.3 (bra), 9.7.13.4 (proxy fences), 9.7.14.4 (wmma), 9.7.15 (wgmma), as numbered at
+ptx.poole.ai.
 """
 
 from .machine import GENERIC_SHARED_BASE, Machine, run

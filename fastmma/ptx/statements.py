@@ -20,10 +20,11 @@ statement acts on shared state and runs when any thread's guard holds.
   with ``eq ne lt le gt ge`` (false on NaN), ``equ neu ltu leu gtu geu`` (true on NaN),
   ``num nan``; ``.ftz`` flushes ``.f32`` subnormal inputs to zero; ``.and .or .xor`` combine
   with ``c``; ``q`` receives the complement of the comparison, combined alike.
-* ``add{.sat}.type d, a, b`` and ``sub{.sat}.type d, a, b`` (9.7.1.1, 9.7.1.2) for the integer
-  types ``.u16 .u32 .u64 .s16 .s32 .s64``: the sum or difference modulo 2^n, or with
-  ``.sat`` (``.s32`` only) clamped to the int32 range; enough for a loop's counter and for
-  stepping a descriptor or an address (floating-point and ``.cc`` forms are not supported).
+* integer ``add{.sat}``, ``sub{.sat}``, ``mul{.lo,.hi,.wide}``, ``mad{.lo,.hi,.wide}``,
+  ``shl``, ``shr``, ``and``, ``or``, ``xor``, ``not`` (9.7.1, 9.7.8; :data:`INTEGER_OPS`):
+  a loop's counter, a thread's address, a descriptor's next start address.  Each rule is
+  computed exactly on Python integers and taken modulo 2^n (floating-point and ``.cc`` forms
+  are not supported).
 * ``bra{.uni} label`` (9.7.12.3): the next statement is the label's.  Every thread runs in
   lockstep, so a branch must be uniform: a guard ``@p`` that holds in some threads and not
   in others is an :class:`~fastmma.errors.UnsupportedInstructionError` (a divergent branch).
@@ -53,6 +54,7 @@ statement acts on shared state and runs when any thread's guard holds.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -313,39 +315,100 @@ def run_setp(m, data, active) -> None:
             m.write(name, value.astype(np.bool_), active)
 
 
-# ---------------------------------------------------------------------- add, sub
+# ---------------------------------------------------------------------- integer arithmetic and logic
 
-ARITHMETIC_TYPES = ("u16", "u32", "u64", "s16", "s32", "s64")
-ARITHMETIC = {"add": np.add, "sub": np.subtract}
-
-
-def check_arithmetic(ck: Checker, instr: Instr):
-    parts = instr.opcode.split(".")
-    name = parts[-1] if len(parts) > 1 else ""
-    if name in TYPES and TYPES[name].kind == "f" or name in ("f16", "f16x2", "bf16", "bf16x2") or "cc" in parts:
-        raise ck.fail(f"{instr.opcode}: fastmma.ptx adds and subtracts integers only "
-                      f"({', '.join('.' + t for t in ARITHMETIC_TYPES)}, no .cc)", instr, UnsupportedInstructionError)
-    t = _type_qualifier(ck, instr, ARITHMETIC_TYPES)
-    sat = parts[1:-1] == ["sat"]
-    if parts[1:-1] not in ([], ["sat"]) or sat and t.name != "s32":
-        raise ck.fail(f"{instr.opcode}: expected {parts[0]}{{.sat}}.type, .sat with .s32 only", instr)
-    _count(ck, instr, 3, "d, a, b")
-    d, a, b = instr.args
-    return SimpleNamespace(op=ARITHMETIC[parts[0]], type=t, sat=sat, dest=check_destination(ck, d, t),
-                           a=check_source(ck, a, t, "operand a"), b=check_source(ck, b, t, "operand b"))
+INTEGER_TYPES = ("u16", "u32", "u64", "s16", "s32", "s64")
+BIT_TYPES = ("b16", "b32", "b64")
 
 
-def run_arithmetic(m, data, active) -> None:
-    """``d = a op b`` modulo 2^n (two's complement: the same bits signed or unsigned), or for
-    ``.sat.s32`` the exact result clamped to [-2^31, 2^31 - 1]."""
-    t = data.type
-    a, b = (read_source(m, src, t) for src in (data.a, data.b))
-    if data.sat:
-        exact = data.op(a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64))
-        bits = np.clip(exact, -2**31, 2**31 - 1).astype(np.int32).view(np.uint32)
-    else:
-        bits = data.op(a.astype(np.uint64), b.astype(np.uint64)).astype(t.storage)  # wraps, as the ISA's do
-    m.write(data.dest, bits, active)
+@dataclass(frozen=True)
+class IntegerOp:
+    """One integer or logic instruction of the table: its type qualifiers, the qualifiers
+    allowed before the type (``None``: none), its operands, and its rule on the operands'
+    values as Python integers (signed for ``.s`` types), the result taken modulo 2^n of the
+    destination's width."""
+
+    types: tuple[str, ...]
+    modes: tuple[str | None, ...]
+    form: str
+    rule: Callable[..., int]
+
+
+def _product(mode: str, n: int, a: int, b: int) -> int:
+    return a * b >> n if mode == "hi" else a * b  # lo keeps the low bits, wide all 2n
+
+
+INTEGER_OPS = {
+    "add": IntegerOp(INTEGER_TYPES, (None, "sat"), "d, a, b", lambda mode, n, a, b: a + b),
+    "sub": IntegerOp(INTEGER_TYPES, (None, "sat"), "d, a, b", lambda mode, n, a, b: a - b),
+    "mul": IntegerOp(INTEGER_TYPES, ("lo", "hi", "wide"), "d, a, b", _product),
+    "mad": IntegerOp(INTEGER_TYPES, ("lo", "hi", "wide"), "d, a, b, c",
+                     lambda mode, n, a, b, c: _product(mode, n, a, b) + c),
+    "shl": IntegerOp(BIT_TYPES, (None,), "d, a, b", lambda mode, n, a, b: a << min(b, n)),
+    "shr": IntegerOp(BIT_TYPES + INTEGER_TYPES, (None,), "d, a, b", lambda mode, n, a, b: a >> b),
+    "and": IntegerOp(("pred",) + BIT_TYPES, (None,), "d, a, b", lambda mode, n, a, b: a & b),
+    "or": IntegerOp(("pred",) + BIT_TYPES, (None,), "d, a, b", lambda mode, n, a, b: a | b),
+    "xor": IntegerOp(("pred",) + BIT_TYPES, (None,), "d, a, b", lambda mode, n, a, b: a ^ b),
+    "not": IntegerOp(("pred",) + BIT_TYPES, (None,), "d, a", lambda mode, n, a: ~a),
+}
+"""PTX ISA 9.7.1 (integer arithmetic: add, sub, mul, mad), 9.7.8 (logic and shift: and, or,
+xor, not, shl, shr).  ``.sat`` applies to ``add``/``sub`` ``.s32`` (clamped to int32);
+``.wide`` to 16- and 32-bit types, whose ``d`` (and ``mad``'s ``c``) are twice as wide; the
+shift amount ``b`` of ``shl``/``shr`` is ``.u32``, and a shift past the width gives 0 (or, for
+``shr.s``, the sign in every bit)."""
+
+
+def _wide(t: PtxType) -> PtxType:
+    return TYPES[f"{t.name[0]}{2 * t.bits}"]
+
+
+def check_integer(ck: Checker, instr: Instr):
+    root, *parts = instr.opcode.split(".")
+    op = INTEGER_OPS[root]
+    if parts and (parts[-1] in TYPES and TYPES[parts[-1]].kind == "f" or parts[-1] in ("f16x2", "bf16", "bf16x2")
+                  or "cc" in parts):
+        raise ck.fail(f"{instr.opcode}: fastmma.ptx runs integer {root} only "
+                      f"({', '.join('.' + t for t in op.types)}, no .cc)", instr, UnsupportedInstructionError)
+    t = _type_qualifier(ck, instr, op.types)
+    mode = parts[0] if len(parts) == 2 else None
+    if len(parts) > 2 or mode not in op.modes or (mode == "sat" and t.name != "s32") or (
+            mode == "wide" and t.bits == 64):
+        modes = ", ".join("." + m for m in op.modes if m)
+        form = (f"{root}.type" if op.modes == (None,) else f"{root}{{{modes}}}.type" if None in op.modes
+                else f"{root}.mode.type with .mode one of {modes}")
+        raise ck.fail(f"{instr.opcode}: expected {form}" + (", .sat with .s32 only" if "sat" in op.modes else "")
+                      + (", .wide with 16- and 32-bit types" if "wide" in op.modes else ""), instr)
+    names = op.form.split(", ")
+    _count(ck, instr, len(names), op.form)
+    wide = _wide(t) if mode == "wide" else t
+    kinds = {"d": wide, "c": wide, "b": U32 if root in ("shl", "shr") else t}
+    checked = [check_destination(ck, instr.args[0], wide)]
+    checked += [check_source(ck, arg, kinds.get(name, t), f"operand {name}")
+                for name, arg in zip(names[1:], instr.args[1:])]
+    return SimpleNamespace(op=op, mode=mode, type=t, dest=checked[0], sources=tuple(checked[1:]),
+                           types=tuple(kinds.get(name, t) for name in names[1:]), width=wide.bits)
+
+
+def _python_ints(bits: np.ndarray, t: PtxType) -> list[int]:
+    """Register bits as Python integers, signed for ``.s`` types."""
+    values = [int(x) for x in bits]
+    if t.kind == "s":
+        values = [v - (1 << t.bits) if v >> (t.bits - 1) else v for v in values]
+    return values
+
+
+def run_integer(m, data, active) -> None:
+    """The table's rule for each active thread, exactly, then modulo 2^n (``.sat.s32``:
+    clamped to [-2^31, 2^31 - 1] first)."""
+    operands = [_python_ints(read_source(m, src, t), t) for src, t in zip(data.sources, data.types)]
+    n = data.type.bits
+    out = np.zeros(m.threads, STORAGE[data.width])
+    for i in np.flatnonzero(active):
+        value = data.op.rule(data.mode, n, *(v[i] for v in operands))
+        if data.mode == "sat":
+            value = min(max(value, -2**31), 2**31 - 1)
+        out[i] = value % (1 << data.width)
+    m.write(data.dest, out, active)
 
 
 # ---------------------------------------------------------------------- bra
@@ -780,8 +843,7 @@ class Handler:
 HANDLERS = {
     "mov": Handler(check_mov, run_mov, "thread"),
     "setp": Handler(check_setp, run_setp, "thread"),
-    "add": Handler(check_arithmetic, run_arithmetic, "thread"),
-    "sub": Handler(check_arithmetic, run_arithmetic, "thread"),
+    **{root: Handler(check_integer, run_integer, "thread") for root in INTEGER_OPS},
     "bra": Handler(check_bra, run_bra, "thread"),
     "ld": Handler(check_load_store, run_load, "thread"),
     "st": Handler(check_load_store, run_store, "thread"),

@@ -14,7 +14,8 @@ fastmma.ptx executes it::
 ``name<count>`` declares ``name0`` ... ``name{count-1}`` (5.4.1 "Parameterized variable
 names").  A label (4.3: an identifier and ``:``) names the statement after it, the target of
 ``bra``.  Other directives (``.entry``, ``.func``, ``.version``, ``.local``, ...) and
-instructions other than ``mov``, ``setp``, ``add``, ``sub``, ``bra``, ``ld``, ``st``, ``fence``/``membar``,
+instructions other than ``mov``, ``setp``, the integer ``add``, ``sub``, ``mul``, ``mad``, ``shl``,
+``shr``, ``and``, ``or``, ``xor``, ``not``, ``bra``, ``ld``, ``st``, ``fence``/``membar``,
 ``wgmma.*`` and ``wmma.*`` raise :class:`~fastmma.errors.UnsupportedInstructionError`; text
 that is not PTX raises
 :class:`~fastmma.errors.PTXSyntaxError`.  Both carry the line and column.
@@ -32,7 +33,8 @@ from ..errors import PTXSyntaxError, UnsupportedInstructionError
 from .lexer import Token, tokenize
 from .values import KNOWN_UNSUPPORTED_TYPES, Literal, parse_literal, ptx_type
 
-SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "bra", "ld", "st", "fence", "membar", "wgmma", "wmma")
+SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not", "bra", "ld",
+                   "st", "fence", "membar", "wgmma", "wmma")
 """Opcodes (their part before the first dot) that fastmma.ptx executes, in some forms."""
 
 MAX_RANGE = 1 << 16
@@ -328,7 +330,8 @@ class _Parser:
         if op.text.split(".")[0] not in SUPPORTED_ROOTS:
             raise _unsupported(
                 f"{op.text.split('.')[0]} ({op.text}) is not supported; fastmma.ptx executes mov, "
-                "setp, add, sub, bra, ld, st, fence.proxy.async, wgmma.fence/mma_async/commit_group/wait_group "
+                "setp, integer add/sub/mul/mad/shl/shr/and/or/xor/not, bra, ld, st, fence.proxy.async, "
+                "wgmma.fence/mma_async/commit_group/wait_group "
                 "and wmma.load/mma/store", op)
         args = []
         if not self.at(";"):
