@@ -1,4 +1,4 @@
-"""The ``fastmma`` command line: ``gemm``, ``conform``, ``info``, ``explain``.
+"""The ``fastmma`` command line: ``gemm``, ``conform``, ``info``, ``explain``, ``ptx``.
 
 Errors of fastmma's own print as one line on stderr and exit with status 2.
 """
@@ -315,6 +315,80 @@ def _cmd_explain(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- ptx
+
+
+def _register_value(text: str):
+    """``NAME[:TYPE]=VALUE`` -> (name, value for :func:`fastmma.ptx.run`): an integer (decimal,
+    0x, 0b) is a bit pattern, a number with a point or exponent a value, true/false a predicate."""
+    name, sep, value = text.partition("=")
+    name, _, typ = name.partition(":")
+    if not sep or not name or not value:
+        raise OperandError(f"--reg takes NAME[:TYPE]=VALUE (e.g. descA:b64=0x4000004000010000), got {text!r}")
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        parsed = low == "true"
+    else:
+        try:
+            parsed = int(low, 0)
+        except ValueError:
+            try:
+                parsed = float(low)
+            except ValueError:
+                raise OperandError(f"--reg {name}: {value!r} is not an integer, a number or true/false") from None
+    return name, ((typ, parsed) if typ else parsed)
+
+
+def _image(path: str | None, name: str):
+    """A memory image from a raw binary file or a .npy file of uint8 (None: none given)."""
+    if path is None:
+        return None
+    if str(path).endswith(".npy"):
+        return _load(path, name)
+    try:
+        return np.fromfile(path, np.uint8)
+    except OSError as exc:
+        raise OperandError(f"--{name}: cannot read {path}: {exc.strerror}") from None
+
+
+def _shown(values: np.ndarray, most: int = 8) -> str:
+    """A register's per-thread values: one value where every thread holds it."""
+    if values.size and (values == values[0]).all() or (values.dtype.kind == "f" and np.isnan(values).all()):
+        return f"{values[0]} (every thread)"
+    head = ", ".join(str(v) for v in values[:most])
+    return f"[{head}{', ...' if values.size > most else ''}] ({values.size} threads)"
+
+
+def _cmd_ptx(args) -> int:
+    from . import ptx
+
+    registers = dict(_register_value(text) for text in args.reg or ())
+    if args.regs:
+        try:
+            with np.load(args.regs, allow_pickle=False) as saved:
+                registers.update({name: saved[name] for name in saved.files})
+        except (OSError, ValueError, AttributeError) as exc:
+            raise OperandError(f"--regs: cannot read {args.regs} as a .npz of arrays ({exc})") from None
+    smem, global_mem = _image(args.smem, "smem"), _image(args.global_mem, "global")
+    try:
+        source = sys.stdin.read() if args.snippet == "-" else Path(args.snippet).read_text()
+    except OSError as exc:
+        raise OperandError(f"cannot read {args.snippet}: {exc.strerror}") from None
+    m = ptx.run(source, registers or None, smem=smem, global_mem=global_mem,
+                strict=not args.non_strict, threads=args.threads, max_steps=args.max_steps)
+    names = args.show.split(",") if args.show else list(m.registers)
+    for name in names:
+        print(f"{name} .{m.type_of(name).name}: {_shown(m.peek(name, m.type_of(name).view))}")
+    if args.save:
+        arrays = {name: m.peek(name) for name in m.registers}
+        try:
+            np.savez(args.save, **arrays, **{"%smem": np.array(m.smem), "%global": np.array(m.global_mem)})
+        except OSError as exc:
+            raise OperandError(f"--save: cannot write {args.save}: {exc.strerror}") from None
+        print(f"saved every register (raw bits, one value per thread), %smem and %global to {args.save}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -355,6 +429,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="what an instruction is: qualifiers, sizes, numerics rule")
     p.add_argument("instruction", help="PTX text or short form")
     p.set_defaults(func=_cmd_explain)
+
+    p = sub.add_parser("ptx", help="run a PTX snippet (fastmma.ptx) and print its registers")
+    p.add_argument("snippet", help="a file of PTX text, or - for standard input")
+    p.add_argument("--reg", action="append", metavar="NAME[:TYPE]=VALUE",
+                   help="a register's value for every thread (repeatable); TYPE for one the snippet does not "
+                        "declare, e.g. descA:b64=0x...")
+    p.add_argument("--regs", metavar="REGS.npz", help="registers' values, one array per register (a value per "
+                                                      "thread, or one for all)")
+    p.add_argument("--smem", metavar="FILE", help="the shared-memory image (raw bytes, or a .npy of uint8)")
+    p.add_argument("--global", dest="global_mem", metavar="FILE", help="the global-memory image (raw bytes or .npy)")
+    p.add_argument("--threads", type=int, help="threads to run (default: 128 with wgmma, else 32)")
+    p.add_argument("--show", metavar="NAMES", help="comma-separated registers to print (default: every register)")
+    p.add_argument("--save", metavar="OUT.npz", help="write every register and both memory images to a .npz")
+    p.add_argument("--non-strict", action="store_true", help="run the ISA's undefined cases instead of reporting them")
+    p.add_argument("--max-steps", type=int, default=1 << 20, help="statements to run before stopping (default 2^20)")
+    p.set_defaults(func=_cmd_ptx)
     return parser
 
 

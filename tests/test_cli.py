@@ -10,7 +10,8 @@ from fastmma.cli import main
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "fastmma", *args], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "fastmma", *args], capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -128,6 +129,11 @@ def test_explain_counts_the_groups_of_a_wmma_tf32():
     (("gemm", "--size", "16", "--out", "no/such/folder/d.npy"), "no/such/folder/d.npy"),
     (("gemm", "--size", "16", "--block", "0", "--scheduler", "tcp://127.0.0.1:1"),
      "block sizes must be positive"),  # before any attempt to connect
+    (("ptx", "no/such/snippet.ptx"), "cannot read no/such/snippet.ptx"),
+    (("ptx", "-", "--reg", "descA"), "--reg takes NAME[:TYPE]=VALUE"),
+    (("ptx", "-", "--reg", "x=twelve"), "'twelve' is not an integer"),
+    (("ptx", "-", "--smem", "no/such/image.bin"), "--smem: cannot read no/such/image.bin"),
+    (("ptx", "-", "--save", "no/such/folder/out.npz"), "--save: cannot write no/such/folder/out.npz"),
 ])
 def test_errors_are_one_line_with_status_2(args, needle):
     code, out, err = run(*args)
@@ -162,3 +168,62 @@ def test_gemm_with_an_unreachable_scheduler_is_a_one_line_error():
     code, _, err = run("gemm", "--size", "8", "--scheduler", "tcp://127.0.0.1:9")
     assert code == 2
     assert err.startswith("fastmma: error: ") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- ptx
+
+SNIPPET = """\
+.reg .u32 tid, off;
+.reg .pred low;
+mov.u32 tid, %tid.x;
+shl.b32 off, tid, 2;
+setp.lt.u32 low, tid, k;
+@low st.global.u32 [off+64], off;
+"""
+
+
+def test_ptx_runs_a_snippet_prints_its_registers_and_saves_them(tmp_path):
+    path = tmp_path / "snippet.ptx"
+    path.write_text(SNIPPET)
+    code, out, err = run("ptx", str(path), "--reg", "k:u32=3", "--save", str(tmp_path / "out.npz"))
+    assert code == 0, err
+    assert "off .u32: [0, 4, 8, 12, 16, 20, 24, 28, ...] (32 threads)" in out
+    assert "k .u32: 3 (every thread)" in out
+    saved = np.load(tmp_path / "out.npz")
+    assert saved["off"].tolist() == [4 * t for t in range(32)]
+    assert saved["%global"][64:76].view(np.uint32).tolist() == [0, 4, 8]   # threads 0-2 stored
+    assert not saved["%global"][76:256].any()
+
+
+def test_ptx_reads_standard_input_and_shows_the_registers_asked_for():
+    proc = subprocess.run([sys.executable, "-m", "fastmma", "ptx", "-", "--reg", "k:u32=1", "--show", "low"],
+                          input=SNIPPET, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "low .pred: [True, False, False, False, False, False, False, False, ...] (32 threads)"
+
+
+def test_ptx_wgmma_on_a_shared_memory_file_gives_mma_async_bits(tmp_path):
+    from fastmma import wgmma
+    from fastmma.layout.descriptor import MatrixDescriptor
+
+    rng = np.random.default_rng(5)
+    smem = (rng.integers(0, 0x3C, 32768) | (rng.integers(0, 2, 32768) << 7)).astype(np.uint8)  # moderate f16s
+    smem.tofile(tmp_path / "smem.bin")
+    a_desc, b_desc = MatrixDescriptor(0, 128, 256).encode(), MatrixDescriptor(16384, 128, 256).encode()
+    text = "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {d0, d1, d2, d3}, descA, descB, 0, 1, 1, 0, 0;"
+    (tmp_path / "mma.ptx").write_text(".reg .f32 d<4>;\nwgmma.fence.sync.aligned;\n" + text +
+                                      "\nwgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n")
+    code, out, err = run("ptx", str(tmp_path / "mma.ptx"), "--smem", str(tmp_path / "smem.bin"),
+                         "--reg", f"descA:b64={a_desc:#x}", "--reg", f"descB:b64={b_desc:#x}",
+                         "--save", str(tmp_path / "d.npz"))
+    assert code == 0, err
+    saved = np.load(tmp_path / "d.npz")
+    expected = wgmma.mma_async(text, np.zeros((128, 4), np.uint32), a_desc=a_desc, b_desc=b_desc, smem=smem)
+    np.testing.assert_array_equal(np.stack([saved[f"d{i}"] for i in range(4)], axis=1), expected)
+
+
+def test_ptx_errors_name_the_line_and_column(tmp_path):
+    (tmp_path / "bad.ptx").write_text("mov.u32 %r1, 0;\n")
+    code, out, err = run("ptx", str(tmp_path / "bad.ptx"))
+    assert code == 2 and err == "fastmma: error: line 1, column 9: register %r1 is not declared (.reg) and was " \
+                                "not given in registers=\n"
