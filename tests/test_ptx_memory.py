@@ -139,7 +139,9 @@ def test_threads_storing_different_values_at_one_address():
     (".reg .u32 x;\n.reg .u64 a;\nld.global.u32 x, [a];", {"a": np.where(np.arange(32) == 5, 1 << 20, 0)
                                                          .astype(np.uint64)},
      MemoryBoundsError, 3, 1, r"thread 5's address 0x100000 reads or writes global bytes \[1048576, 1048580\)"),
-    (".reg .u32 x;\nst.shared.u32 [-4], x;", {}, MemoryBoundsError, 2, 1, "thread 0's address"),
+    (".reg .u32 x;\nst.shared.u32 [-4], x;", {}, MemoryBoundsError, 2, 1, r"shared bytes \[-4, 0\)"),
+    ("st.global.u32 [0], %tid.x;", {}, InvalidInstructionError, 1, 20, "cannot be used here"),
+    (".reg .f32 x;\nst.global.u32 [0], x;", {}, InvalidInstructionError, 2, 20, "x is .f32, which does not agree"),
     (".reg .u32 x;\nld.global.nc.u32 x, [0];", {}, UnsupportedInstructionError, 2, 1, r"\.nc is not supported"),
     (".reg .u32 x;\nld.volatile.global.u32 x, [0];", {}, UnsupportedInstructionError, 2, 1, r"\.volatile is not"),
     (".reg .u32 x;\nld.global.b128 x, [0];", {}, InvalidInstructionError, 2, 1, "type qualifier must be one of"),

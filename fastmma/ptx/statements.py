@@ -537,9 +537,13 @@ def check_load_store(ck: Checker, instr: Instr):
         for item in items:
             if item.kind != "reg":
                 raise ck.fail(f"the value st stores must be a register, got {item.text}", item)
-        regs = tuple(check_source(ck, item, t, "the value stored").name for item in items)
+            rt = ck.register(item)  # a declared register: not a special one, not a constant
+            if not agrees(t, rt):
+                raise ck.fail(f"the value stored: register {item.name} is {rt}, which does not agree with "
+                              f".{t.name} (PTX ISA 9.4, type checking rules)", item)
+        regs = tuple(Source("reg", item.name) for item in items)
     return SimpleNamespace(load=root == "ld", space=_space(space), type=t, regs=regs,
-                           address=_check_address(ck, address, space))
+                           address=_check_address(ck, address, space))  # regs: names to load, Sources to store
 
 
 def _access(m, data, active) -> tuple[np.ndarray, np.ndarray, int]:
@@ -558,9 +562,9 @@ def _access(m, data, active) -> tuple[np.ndarray, np.ndarray, int]:
         size = m.image(space).size
         if (bad := active & where & ((offsets > np.uint64(max(size - nbytes, 0))) | (size < nbytes))).any():
             t = int(np.argmax(bad))
+            start = int(offsets.view(np.int64)[t])  # below the image's start: negative
             raise MemoryBoundsError(f"{op}: thread {t}'s address {int(address[t]):#x} reads or writes {space} "
-                                    f"bytes [{int(offsets[t])}, {int(offsets[t]) + nbytes}); the image holds "
-                                    f"[0, {size})")
+                                    f"bytes [{start}, {start + nbytes}); the image holds [0, {size})")
     return shared, offsets.astype(np.int64), nbytes
 
 
@@ -580,7 +584,7 @@ def run_store(m, data, active) -> None:
     bytes at one address, strict mode reports it (which one memory keeps is not defined), and
     otherwise the highest thread's bytes are kept."""
     shared, offsets, nbytes = _access(m, data, active)
-    values = np.stack([read_source(m, Source("reg", name), data.type) for name in data.regs], axis=1)
+    values = np.stack([read_source(m, src, data.type) for src in data.regs], axis=1)
     raw = np.ascontiguousarray(values.astype(data.type.storage.newbyteorder("<"))).view(np.uint8)
     threads = np.flatnonzero(active)
     for space, where in (("shared", shared), ("global", ~shared)):
