@@ -8,6 +8,7 @@ touched, and the message names the warp at fault.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -109,6 +110,9 @@ def test_load_stack_broadcasts_images_offsets_and_strides():
             assert np.array_equal(frags[i, j], wmma.load(text, images[i, 0], int(offsets[i, j]), 24))
     one = wmma.load_stack(text, images[0, 0], 512)  # no stack at all: one warp
     assert np.array_equal(one, wmma.load(text, images[0, 0], 512))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a stack of one image, its stride broadcast: no view of a broadcast
+        assert np.array_equal(wmma.load_stack(text, images[0], [512], 24)[0], wmma.load(text, images[0, 0], 512, 24))
 
 
 @pytest.mark.parametrize("text", STORES)

@@ -311,8 +311,8 @@ def _accesses(mem: np.ndarray, offset, rows: int, cols: int, layout: str, ld, fm
             raise OperandError(f"the stacks of offsets {offset.shape}, stride {ld.shape}, images {images} "
                                f"(mem's leading dimensions) and fragments {batch} must broadcast together") from None
         base = np.arange(math.prod(images), dtype=np.int64).reshape(images) * mem.shape[-1]
-        offset, ld = np.broadcast_to(base, shape) + np.broadcast_to(offset, shape), np.broadcast_to(ld, shape)
-    return mem.reshape(-1), offset.ravel(), ld.ravel(), offset.shape
+        offset, ld = np.broadcast_to(base, shape) + np.broadcast_to(offset, shape), np.array(np.broadcast_to(ld, shape))
+    return mem.reshape(-1), offset.ravel(), ld.ravel(), offset.shape  # ld copied: never a view of a broadcast
 
 
 def _lines(rows: int, cols: int, layout: str) -> tuple[int, int]:
