@@ -130,6 +130,16 @@ def test_threads_storing_different_values_at_one_address():
     assert m.global_mem[8:12].view(np.uint32)[0] == 5
 
 
+def test_a_conflict_in_one_space_leaves_the_other_unwritten():
+    """Generic addresses: threads 0-15 store into shared memory, 16-31 all at one global word;
+    the conflict is found before any thread's bytes are written."""
+    lane = np.arange(32, dtype=np.uint64)
+    address = np.where(lane < 16, ptx.GENERIC_SHARED_BASE + 4 * lane, 64).astype(np.uint64)
+    with pytest.raises(HazardError, match="threads 16 and 17 store different bytes at global byte 64") as info:
+        ptx.run(".reg .u32 lane;\n.reg .u64 a;\nmov.u32 lane, %laneid;\nst.u32 [a], lane;\n", {"a": address})
+    assert not info.value.machine.smem[:64].any()
+
+
 @pytest.mark.parametrize("source,registers,error,line,column,needle", [
     (".reg .u32 x;\n.reg .u64 a;\nld.global.u32 x, [a];", {"a": np.arange(32, dtype=np.uint64) * 4 + 2},
      AlignmentError, 3, 1, r"thread 0's address 0x2 is not a multiple of the access size, 4 bytes"),

@@ -587,23 +587,34 @@ def run_store(m, data, active) -> None:
     values = np.stack([read_source(m, src, data.type) for src in data.regs], axis=1)
     raw = np.ascontiguousarray(values.astype(data.type.storage.newbyteorder("<"))).view(np.uint8)
     threads = np.flatnonzero(active)
+    parts = []  # (space, its threads, their byte offsets, their bytes), every one checked before any is written
     for space, where in (("shared", shared), ("global", ~shared)):
         mine = threads[where[threads]]
-        index = (offsets[mine, None] + np.arange(nbytes)).ravel()
-        order = np.argsort(index, kind="stable")
-        same = index[order][1:] == index[order][:-1]
-        differ = same & (raw[mine].ravel()[order][1:] != raw[mine].ravel()[order][:-1])
-        if m.strict and differ.any():
-            k = int(np.argmax(differ))
-            a, b = sorted(int(mine[order[i] // nbytes]) for i in (k, k + 1))
-            raise HazardError(f"st: threads {a} and {b} store different bytes at {space} byte {int(index[order][k])}; "
-                              "which one memory keeps is not defined")
+        index, stored = (offsets[mine, None] + np.arange(nbytes)).ravel(), raw[mine].ravel()
+        if m.strict:
+            _check_one_value_a_byte(space, mine, index, stored, nbytes)
+        parts.append((space, mine, index, stored))
+    for space, mine, index, stored in parts:
         if space == "shared" and m.warpgroup is not None:  # generic-proxy writes, seen by the hazard rules
             for t in mine:
                 m.warpgroup.write_smem(int(offsets[t]), raw[t])
         elif mine.size:
             last = index.size - 1 - np.unique(index[::-1], return_index=True)[1]  # each byte's highest thread
-            m.image(space)[index[last]] = raw[mine].ravel()[last]
+            m.image(space)[index[last]] = stored[last]
+
+
+def _check_one_value_a_byte(space: str, threads: np.ndarray, index: np.ndarray, stored: np.ndarray,
+                            nbytes: int) -> None:
+    """:class:`HazardError` where two of ``threads`` store different bytes at one offset
+    (``index``, ``stored``: each thread's ``nbytes`` offsets and bytes, in thread order)."""
+    order = np.argsort(index, kind="stable")
+    at, byte = index[order], stored[order]
+    differ = (at[1:] == at[:-1]) & (byte[1:] != byte[:-1])
+    if differ.any():
+        k = int(np.argmax(differ))
+        a, b = sorted(int(threads[order[i] // nbytes]) for i in (k, k + 1))
+        raise HazardError(f"st: threads {a} and {b} store different bytes at {space} byte {int(at[k])}; "
+                          "which one memory keeps is not defined")
 
 
 # ---------------------------------------------------------------------- wgmma
