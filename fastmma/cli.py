@@ -374,8 +374,9 @@ def _cmd_ptx(args) -> int:
         source = sys.stdin.read() if args.snippet == "-" else Path(args.snippet).read_text()
     except OSError as exc:
         raise OperandError(f"cannot read {args.snippet}: {exc.strerror}") from None
+    steps = {} if args.max_steps is None else {"max_steps": args.max_steps}  # else ptx.run's own default
     m = ptx.run(source, registers or None, smem=smem, global_mem=global_mem,
-                strict=not args.non_strict, threads=args.threads, max_steps=args.max_steps)
+                strict=not args.non_strict, threads=args.threads, **steps)
     names = args.show.split(",") if args.show else list(m.registers)
     for name in names:
         print(f"{name} .{m.type_of(name).name}: {_shown(m.peek(name, m.type_of(name).view))}")
@@ -443,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", metavar="NAMES", help="comma-separated registers to print (default: every register)")
     p.add_argument("--save", metavar="OUT.npz", help="write every register and both memory images to a .npz")
     p.add_argument("--non-strict", action="store_true", help="run the ISA's undefined cases instead of reporting them")
-    p.add_argument("--max-steps", type=int, default=1 << 20, help="statements to run before stopping (default 2^20)")
+    p.add_argument("--max-steps", type=int, help="statements to run before stopping (default 2^20, as fastmma.ptx.run)")
     p.set_defaults(func=_cmd_ptx)
     return parser
 

@@ -208,7 +208,7 @@ def check_access(mem_size: int, offset, rows: int, cols: int, layout: str, ld, f
     fmt = _as_format(fmt)
     layout = check_layout(layout)
     rows, cols = _check_int("rows", rows, 1), _check_int("cols", cols, 1)
-    lead = leading_dimension(rows, cols, layout)
+    lines, lead = _lines(rows, cols, layout)
     ld = _int_array("ld (stride, in elements)", ld)
     offset = _int_array("offset", offset)
     if offset.shape != ld.shape:
@@ -220,7 +220,6 @@ def check_access(mem_size: int, offset, rows: int, cols: int, layout: str, ld, f
         align = max(1, fmt.bits // 8)
     addr_align, align = (align, align) if not isinstance(align, tuple) else align
     addr_align, align = _check_int("align", addr_align, 1), _check_int("align", align, 1)
-    lines = cols if layout == "col" else rows
     step = 8 * align // math.gcd(8 * align, fmt.bits)  # the stride's elements must be a multiple of this
     span = -(-((lines - 1) * np.minimum(ld, _FAR) + lead) * fmt.bits // 8)  # clipped: int64 cannot wrap
     short, misplaced, misaligned = ld < lead, offset % addr_align != 0, ld % step != 0
@@ -249,13 +248,6 @@ def check_access(mem_size: int, offset, rows: int, cols: int, layout: str, ld, f
         f"the matrix{_at(i)} spans bytes [{start}, {end}) (offset {start}, ld {stride}, "
         f"{rows}x{cols} .{fmt.name}, {layout}); mem holds bytes [0, {mem_size})"
     )
-
-
-def element_index(rows: int, cols: int, layout: str, ld: int) -> np.ndarray:
-    """int64 [rows, cols]: the element index of (r, c), ``r*ld + c`` (row) or ``c*ld + r`` (col)."""
-    r = np.arange(rows, dtype=np.int64)[:, None]
-    c = np.arange(cols, dtype=np.int64)[None, :]
-    return r * ld + c if check_layout(layout) == "row" else c * ld + r
 
 
 @njit(cache=True)
@@ -316,7 +308,7 @@ def _accesses(mem: np.ndarray, offset, rows: int, cols: int, layout: str, ld, fm
 
 
 def _lines(rows: int, cols: int, layout: str) -> tuple[int, int]:
-    """``(lines, leading dimension)``: a matrix seen line by line."""
+    """``(lines, leading dimension)``: a matrix seen line by line (``layout`` checked)."""
     return (cols, rows) if layout == "col" else (rows, cols)
 
 
