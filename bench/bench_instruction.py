@@ -242,31 +242,34 @@ def test_stack_of_wmma(benchmark, record_instruction, text):
                        numpy_s / STACK, None)
 
 
-#: wmma.load and wmma.store of a stack of warps: (instruction, warp fragment words)
-WMMA_MEMORY_CASES = {"wmma.load.a.sync.aligned.row.m16n16k16.f16": 8,
-                     "wmma.store.d.sync.aligned.row.m16n16k16.f32": 8}
+#: wmma.load and wmma.store of a stack of warps
+WMMA_MEMORY_CASES = ("wmma.load.a.sync.aligned.row.m16n16k16.f16", "wmma.store.d.sync.aligned.row.m16n16k16.f32")
 
 
-@pytest.mark.parametrize("text", list(WMMA_MEMORY_CASES))
+@pytest.mark.parametrize("text", WMMA_MEMORY_CASES)
 def test_stack_of_wmma_memory(benchmark, record_instruction, text):
     """``wmma.load_stack`` / ``store_stack`` on :data:`STACK` warps, each at its own address
-    of one memory image with a stride of its own, recorded per warp beside numpy copying the
-    same bytes (the matrices' rows as one slice each)."""
+    of one memory image with a stride of its own, recorded per warp beside one call and
+    numpy copying the same bytes (the matrices' rows as one slice each)."""
     inst = fastmma.parse(text)
     rng = np.random.default_rng(0)
     mem = rng.integers(0, 256, STACK * 2048, dtype=np.uint8)
     offsets = np.arange(STACK) * 2048
     strides = 16 + 8 * (np.arange(STACK) % 3)  # 16, 24 or 32 elements
     if isinstance(inst, WmmaLoad):
-        name, run, one, args = "wmma.load", fastmma.wmma.load_stack, fastmma.wmma.load, (text, mem, offsets, strides)
+        name = "wmma.load"
+        stack = lambda: fastmma.wmma.load_stack(text, mem, offsets, strides)  # noqa: E731
+        one = lambda: fastmma.wmma.load(text, mem, int(offsets[1]), int(strides[1]))  # noqa: E731
+        assert np.array_equal(stack()[1], one())  # compiles or loads the loops
     else:
-        d = rng.integers(0, 2**32, (STACK, 32, WMMA_MEMORY_CASES[text]), dtype=np.uint32)
-        name, run, one, args = "wmma.store", fastmma.wmma.store_stack, fastmma.wmma.store, (text, mem, offsets, d,
-                                                                                             strides)
-    run(*args)  # compiles or loads the loops
-    benchmark.pedantic(run, args=args, rounds=20, iterations=1, warmup_rounds=1)
-    single_s = _best_seconds(lambda: one(*(x[1] if isinstance(x, np.ndarray) and x.shape[:1] == (STACK,) else x
-                                          for x in args)), 50)
+        name = "wmma.store"
+        d = rng.integers(0, 2**32, (STACK, 32, fragment_layout("d", str(inst.shape), inst.type, inst.layout).words),
+                         dtype=np.uint32)
+        stack = lambda: fastmma.wmma.store_stack(text, mem, offsets, d, strides)  # noqa: E731
+        one = lambda: fastmma.wmma.store(text, mem, int(offsets[1]), d[1], int(strides[1]))  # noqa: E731
+        stack()  # compiles or loads the loops
+    benchmark.pedantic(stack, rounds=20, iterations=1, warmup_rounds=1)
+    single_s = _best_seconds(one, 50)
     rows = mem.reshape(STACK, 16, -1)[:, :, :16 * get_format(inst.type).bits // 8]  # 16 rows of 16 elements
     numpy_s = _best_seconds(rows.copy, 20)
     short = text.split(".aligned.")[1]
