@@ -4,7 +4,8 @@ Every recorded case is executed as a user would: wmma cases through
 :func:`fastmma.wmma.load` / :func:`~fastmma.wmma.mma` / :func:`~fastmma.wmma.store` (each
 fragment and the stored memory compared; a chain's k-steps in turn, each D the next C),
 wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
-scale-d on the first).
+scale-d on the first), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
+registers.
 Every output bit is compared; a case passes only if all of them match.  The format is
 described in tests/golden/FORMAT.md.
 """
@@ -19,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import wgmma, wmma
+from . import mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
-from .isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from .isa import MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
-FAMILIES = ("wmma", "wgmma")
+FAMILIES = ("wmma", "wgmma", "mma")
 WMMA_PREFILL = 0xA5
 
 #: The arrays each family's files hold (FORMAT.md): name -> (dtype kinds, dimensions with
@@ -37,6 +38,7 @@ ARRAYS = {
              "mode": ("iub", 1)},
     "wgmma": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
+    "mma": {"a_regs": ("u", 3), "b_regs": ("u", 3), "c_regs": ("u", 3), "d_regs": ("u", 3), "mode": ("iub", 1)},
 }
 #: meta.ptx of a wmma file, line by line: the instruction's class, its name in the ISA and
 #: the matrix it loads
@@ -113,6 +115,8 @@ def check_recording(arrays: dict, meta: dict) -> None:
     ptx = meta.get("ptx")
     if not isinstance(ptx, list) or not all(isinstance(t, str) for t in ptx):
         raise ConformanceError(f"meta.ptx must be a list of instruction strings, got {ptx!r:.80}")
+    if family == "mma" and len(ptx) != 1:
+        raise ConformanceError(f"meta.ptx of an mma file holds its one mma.sync, got {len(ptx)} lines")
     if family == "wmma" and len(ptx) != len(WMMA_PTX):
         raise ConformanceError(f"meta.ptx of a wmma file holds load a, load b, load c, mma and store "
                                f"({len(WMMA_PTX)} lines), got {len(ptx)}")
@@ -123,7 +127,7 @@ def check_recording(arrays: dict, meta: dict) -> None:
     for name, (kinds, ndims) in ARRAYS[family].items():
         x = arrays.get(name)
         if x is None:
-            if name == "a_regs":
+            if name == "a_regs" and family == "wgmma":
                 continue  # its instructions' A source decides (replay_wgmma)
             raise ConformanceError(f"array {name!r} is missing; a {family} file holds {', '.join(ARRAYS[family])}")
         ndims = ndims if isinstance(ndims, tuple) else (ndims,)
@@ -236,6 +240,14 @@ def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -
         _compare(result, i, "d_regs", arrays["d_regs"][i], regs, limit)
 
 
+def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """One ``mma.sync`` per case, on the recorded A, B and C registers."""
+    inst = _instruction(meta["ptx"][0], MmaSync, "mma.sync")
+    for i in range(len(arrays["mode"])):
+        d = mma_sync.mma(inst, arrays["a_regs"][i], arrays["b_regs"][i], arrays["c_regs"][i])
+        _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
+
+
 def image_bases(meta: dict, n: int) -> list[int]:
     """Shared address of each case's image, modulo 1024 (all the swizzles see): from
     ``smem_base_observed``, one value for the file or one per case; 0 when absent."""
@@ -260,7 +272,7 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
-        {"wmma": replay_wmma, "wgmma": replay_wgmma}[family](arrays, meta, result, limit)
+        {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma}[family](arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     return result

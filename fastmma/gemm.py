@@ -24,11 +24,11 @@ import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
 from .formats import from_bits, get_format
-from .isa import WgmmaMmaAsync, WmmaMma, parse
+from .isa import MmaSync, WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute, execute_stack, stack_run
 from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
 
-SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.")
+SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.", "mma.sync.aligned.row.col.")
 
 
 def resolve_instruction(instruction):
@@ -36,14 +36,16 @@ def resolve_instruction(instruction):
 
     Short forms name the shape and types only: ``"m64n256k16.f32.f16.f16"`` is read as
     ``wgmma.mma_async``, ``"m16n16k16.f32.f32"`` or ``"m16n16k8.f32.tf32.tf32.f32"`` as
-    ``wmma.mma`` (row.col; the layouts do not change the numbers).
+    ``wmma.mma`` (row.col; the layouts do not change the numbers), ``"m16n8k16.f32.f16.f16.f32"``
+    as ``mma.sync`` (a shape that both wmma and mma have, such as ``m8n8k4`` f64, is read as
+    wmma: the two compute the same numbers there).
     """
-    if isinstance(instruction, (WgmmaMmaAsync, WmmaMma)):
+    if isinstance(instruction, (WgmmaMmaAsync, WmmaMma, MmaSync)):
         return instruction
     if not isinstance(instruction, str):
         raise InvalidInstructionError(
             f"instruction must be PTX text, a short form such as 'm64n256k16.f32.f16.f16' or a parsed "
-            f"wgmma/wmma instruction, got {type(instruction).__name__}")
+            f"wgmma/wmma/mma instruction, got {type(instruction).__name__}")
     return _resolve_text(instruction.strip())
 
 
@@ -51,10 +53,11 @@ def resolve_instruction(instruction):
 def _resolve_text(text: str):
     """The parsed instruction of ``text`` (instructions are immutable, so a loop of small
     GEMMs parses each text once)."""
-    if text.startswith(("wgmma", "wmma")):
+    if text.startswith(("wgmma", "wmma", "mma.")):
         inst = parse(text)
-        if not isinstance(inst, (WgmmaMmaAsync, WmmaMma)):
-            raise InvalidInstructionError(f"matmul needs an mma instruction (wgmma.mma_async or wmma.mma), got {inst}")
+        if not isinstance(inst, (WgmmaMmaAsync, WmmaMma, MmaSync)):
+            raise InvalidInstructionError(f"matmul needs an mma instruction (wgmma.mma_async, wmma.mma or mma.sync), "
+                                          f"got {inst}")
         return inst
     errors = []
     for prefix in SHORT_FORM_PREFIXES:

@@ -1,11 +1,11 @@
-"""``fastmma.mma``: one wgmma or wmma instruction on logical matrices.
+"""``fastmma.mma``: one wgmma, wmma or mma instruction on logical matrices.
 
 The matrix-level view: A is M×K, B is K×N, C and D are M×N, exactly the instruction's
 shape, in the user-facing dtypes of :mod:`fastmma.formats` (``float16``, ``bfloat16``,
 ``float32`` for tf32, ``float8_e4m3fn``, ``float8_e5m2``, ``int8``/``uint8``, s4 as int8 in
 [-8, 7], u4 as uint8 in [0, 15], b1 as bool or 0/1, ``float64``).  Where an element lives
-in registers or memory does not matter here: see :mod:`fastmma.wmma` and
-:mod:`fastmma.wgmma` for that.
+in registers or memory does not matter here: see :mod:`fastmma.wmma`, :mod:`fastmma.mma_sync`
+and :mod:`fastmma.wgmma` for that.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
-from .isa import Instruction, WgmmaMmaAsync, WmmaMma, parse
+from .isa import Instruction, MmaSync, WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute, execute_stack
 
 
-def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma)) -> Instruction:
+def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
     """An instruction object from text or an object, checked to be one of ``allowed``."""
     inst = parse(instruction) if isinstance(instruction, str) else instruction
     if not isinstance(inst, allowed):
@@ -30,7 +30,7 @@ def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma)) -> Instruction
 
 
 def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray:
-    """D = A · B + C with the exact numerics of one ``wgmma.mma_async`` or ``wmma.mma``.
+    """D = A · B + C with the exact numerics of one ``wgmma.mma_async``, ``wmma.mma`` or ``mma.sync``.
 
     ``instruction`` is PTX text (operands optional) or a parsed instruction.  For wgmma,
     ``imm-scale-a/b = -1`` negate A/B; C is used when it is given and ``scale_d`` (default:

@@ -1,7 +1,8 @@
-"""The ISA layer: which wgmma / wmma instructions exist, parsed into immutable objects."""
+"""The ISA layer: which wgmma / wmma / mma instructions exist, parsed into immutable objects."""
 
 from .instruction import (
     Instruction,
+    MmaSync,
     Operand,
     Shape,
     WgmmaCommitGroup,
@@ -12,11 +13,11 @@ from .instruction import (
     WmmaMma,
     WmmaStore,
 )
-from .numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+from .numerics import ConvertedF16Rule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .parser import parse
 
 __all__ = [
     "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaFence", "WgmmaCommitGroup",
-    "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "FusedDotRule", "IntDotRule", "PopcRule",
-    "FmaChainRule",
+    "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "FusedDotRule", "IntDotRule", "PopcRule",
+    "FmaChainRule", "ConvertedF16Rule",
 ]

@@ -1,4 +1,4 @@
-"""Immutable instruction objects: what a parsed wgmma / wmma statement says.
+"""Immutable instruction objects: what a parsed wgmma / wmma / mma statement says.
 
 An instruction knows its qualifiers, its operands (when the text had them), its fragment
 sizes and its numerics rule.  It knows nothing of registers' contents or memory: executing
@@ -219,4 +219,37 @@ class WmmaMma(Instruction):
         return tables.wmma_fragment_regs(matrix, str(self.shape), elem)
 
     def fragment_words(self, matrix: str) -> int:
+        return self.fragment_regs(matrix) * (2 if self.atype == "f64" else 1)
+
+
+@dataclass(frozen=True)
+class MmaSync(Instruction):
+    """``mma.sync.aligned``: D (M×N) = A (M×K) · B (K×N) + C across a warp, on fragments
+    in registers (PTX ISA 9.7.14.5).  ``rounding`` is ``"rn"`` for .f64 (its only and
+    default mode) and ``None`` otherwise; ``op`` is .and/.xor for .b1."""
+
+    shape: Shape = Shape(16, 8, 16)
+    alayout: str = "row"
+    blayout: str = "col"
+    dtype: str = "f32"
+    atype: str = "f16"
+    btype: str = "f16"
+    ctype: str = "f32"
+    satfinite: bool = False
+    rounding: str | None = None
+    op: str | None = None
+    family = "mma"
+
+    @property
+    def rule(self):
+        return numerics.mma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
+                                 self.op, self.rounding)
+
+    def fragment_regs(self, matrix: str) -> int:
+        """Registers per thread of the ``matrix`` ("a", "b", "c" or "d") fragment."""
+        elem = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[matrix]
+        return tables.mma_fragment_regs(matrix, str(self.shape), elem)
+
+    def fragment_words(self, matrix: str) -> int:
+        """32-bit words per thread (an f64 register is two words)."""
         return self.fragment_regs(matrix) * (2 if self.atype == "f64" else 1)

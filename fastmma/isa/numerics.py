@@ -121,3 +121,53 @@ def wmma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: s
     # wmma tf32 m16n16k8 runs as two fused steps of k = 4 (recorded)
     group = 4 if atype == "tf32" else k
     return float_rule(atype, ctype, dtype, group)
+
+
+@dataclass(frozen=True)
+class ConvertedF16Rule:
+    """fp8 ``mma.sync`` on sm_90a, as ptxas expands it (its SASS: ``F2FP.F16.E4M3.UNPACK_B``,
+    two ``HMMA`` with f16 inputs, then ``FADD`` or ``HADD2``; tests/golden/probes/q10_mma_sync
+    holds the recordings).
+
+    Each instruction's A and B are converted to f16 (exactly: every e4m3 and e5m2 value is an
+    f16).  ``inner``, the f16 tensor core's rule in D's type with ``group = k / 2``, sums the
+    k terms in two fused steps from +0: first the terms whose k % 4 is 0 or 1, then the rest
+    (:meth:`k_order`).  C is then added to that sum by one IEEE addition in D's type, rounded
+    to nearest even (a NaN result canonical).  A k-loop repeats this per instruction, with the
+    accumulator as the next instruction's C.
+    """
+
+    inner: FusedDotRule
+    k: int
+
+    @property
+    def group(self) -> int:
+        """The k terms of one instruction: K must be a multiple of it."""
+        return self.k
+
+    def k_order(self) -> tuple[int, ...]:
+        """The instruction's k indices in the order the two f16 steps take them."""
+        return tuple(i for i in range(self.k) if i % 4 < 2) + tuple(i for i in range(self.k) if i % 4 >= 2)
+
+    def describe(self) -> str:
+        return (f"A and B converted to f16; {self.k // 2} products with k % 4 in {{0, 1}}, then the other "
+                f"{self.k // 2}, each half by the f16 rule ({self.inner.describe()}), from +0; then C added "
+                f"with one addition rounded to nearest even, NaN canonical")
+
+
+@functools.lru_cache(maxsize=None)
+def mma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
+             rounding: str | None):
+    """The rule of one ``mma.sync`` form on sm_90a (PTX ISA 9.7.14.5; the recordings in
+    tests/golden/probes/q10_mma_sync): an f64 fma chain, a b1 popc, an exact integer dot, the
+    fused float sum of all k terms at once (f16, bf16 and tf32: unlike ``wmma``'s m16n16k8,
+    ``mma``'s tf32 m16n8k8 is one fused step of 8), or, for fp8, :class:`ConvertedF16Rule`."""
+    if atype == "f64":
+        return FmaChainRule(rounding or "rn")
+    if atype == "b1":
+        return PopcRule(op, k)
+    if atype in ("s8", "u8", "s4", "u4"):
+        return IntDotRule(k, satfinite)
+    if atype in _FP8:
+        return ConvertedF16Rule(float_rule("f16", dtype, dtype, k // 2), k)
+    return float_rule(atype, ctype, dtype, k)

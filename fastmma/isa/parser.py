@@ -1,7 +1,9 @@
 """Instruction text -> instruction object, validated against the ISA's tables.
 
-Accepts one statement such as ``wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {...},
-desc_a, desc_b, p, 1, 1, 0, 0;``, with or without ``.sync.aligned``, with or without
+Accepts one wgmma, wmma or mma statement such as
+``wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {...}, desc_a, desc_b, p, 1, 1, 0, 0;``
+or ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {...}, {...}, {...}, {...};``,
+with or without ``.sync.aligned``, with or without
 operands, with or without the final ``;``.  Qualifiers may come in any order, as ptxas
 accepts them (nvcc itself writes ``.s32.s8.s8.satfinite`` where the ISA's syntax line puts
 ``.satfinite`` first, and the ISA's own examples write ``.m16n16k16.row``); what matters
@@ -18,6 +20,7 @@ from ..errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstruc
 from . import tables
 from .instruction import (
     Instruction,
+    MmaSync,
     Operand,
     Shape,
     WgmmaCommitGroup,
@@ -35,7 +38,7 @@ _INT_RE = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]
 
 OPCODES = (
     "wgmma.mma_async", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
-    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma",
+    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma",
 )
 
 
@@ -187,6 +190,7 @@ _ALLOWED = {
     "wgmma.fence": ("sync", "aligned"),
     "wgmma.commit_group": ("sync", "aligned"),
     "wgmma.wait_group": ("sync", "aligned"),
+    "mma": ("sync", "aligned", "layout", "shape", "type", "satfinite", "rounding", "op", "popc"),
 }
 
 
@@ -245,7 +249,7 @@ def _base(opcode: str) -> str:
 
 
 def parse(text: str) -> Instruction:
-    """Parse one wgmma or wmma statement into an immutable instruction object.
+    """Parse one wgmma, wmma or mma statement into an immutable instruction object.
 
     Raises :class:`~fastmma.errors.PTXSyntaxError` for malformed text,
     :class:`~fastmma.errors.InvalidInstructionError` for qualifiers or operands the ISA
@@ -280,6 +284,9 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
     if len(parts) >= 2 and parts[0] == "wmma" and parts[1] == "mma":
         rest = parts[2:]
         return "wmma.mma", rest
+    if parts[0] == "mma":
+        _refuse_unmodelled_mma(parts, name)
+        return "mma", parts[1:]
     if len(parts) >= 2 and parts[0] == "wgmma":
         if parts[1] == "mma_async" and len(parts) > 2 and parts[2] == "sp":
             raise UnsupportedInstructionError(
@@ -291,8 +298,31 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
         raise _fail(f"unknown wgmma instruction {op!r}; valid: wgmma.mma_async, wgmma.fence, "
                     f"wgmma.commit_group, wgmma.wait_group")
     raise UnsupportedInstructionError(
-        f"{name.split('.')[0]!r}... is not a wgmma or wmma instruction; fastmma parses "
+        f"{name.split('.')[0]!r}... is not a wgmma, wmma or mma instruction; fastmma parses "
         + ", ".join(OPCODES))
+
+
+# Qualifiers (the part before any ``::``) of mma forms fastmma does not execute, with the
+# reason: sparse A (``mma.sp``, ``mma.sp::ordered_metadata``) and the sm_100+/sm_120 .kind /
+# block-scale forms (PTX ISA 9.7.14.5, 9.7.14.6).
+_MMA_UNMODELLED = {
+    "sp": "mma.sp (sparse A with metadata) is not supported by fastmma",
+    "kind": "mma.sync .kind::... forms are not sm_90a instructions (sm_100+/sm_120); fastmma models sm_90a",
+    "block_scale": "mma.sync .block_scale forms are not sm_90a instructions (sm_100+/sm_120); fastmma models sm_90a",
+    "scale_vec": "mma.sync .scale_vec::... (block scaling) is not an sm_90a qualifier; fastmma models sm_90a",
+}
+
+
+def _refuse_unmodelled_mma(parts: list[str], name: str) -> None:
+    """Raise :class:`UnsupportedInstructionError` for valid mma forms fastmma does not
+    execute; they are recognised before the qualifiers are checked, since ``.kind::f8f6f4``
+    and the like are not in fastmma's qualifier vocabulary."""
+    for tok in parts[1:]:
+        why = _MMA_UNMODELLED.get(tok.split("::")[0])
+        if why is not None:
+            raise UnsupportedInstructionError(
+                f"{why} (in {name!r}); fastmma parses mma.sync.aligned without .sp, .kind, "
+                f".block_scale or .scale_vec")
 
 
 # ---------------------------------------------------------------- wgmma
@@ -436,7 +466,7 @@ def _build_wmma_mma(opcode, quals, operands, text):
                     f"{_choices(types) or 'no type qualifiers'}")
     if str(shape) not in row.shapes:
         raise _fail(f"shape .{shape} is not valid for {row.name} wmma.mma: "
-                    + (f".tf32 needs .m16n16k8" if row.name == ".tf32" else f"valid shapes: {_choices(row.shapes)}"))
+                    + (".tf32 needs .m16n16k8" if row.name == ".tf32" else f"valid shapes: {_choices(row.shapes)}"))
     if alayout not in row.a_layouts or blayout not in row.b_layouts:
         raise _fail(f"{row.name} wmma.mma needs .alayout in {_choices(row.a_layouts)} and .blayout in "
                     f"{_choices(row.b_layouts)}; got .{alayout}.{blayout}")
@@ -515,6 +545,105 @@ def _wmma_memory_operands(inst, ops):
         raise _fail(f"{inst.opcode}: stride must be a 32-bit register or immediate, got {ops[2].text!r}")
 
 
+# ---------------------------------------------------------------- mma (mma.sync)
+
+
+def _mma_row(types: list[str], shape: Shape, name: str):
+    """The MMA_TYPE_ROWS row of ``.dtype.atype.btype.ctype`` (PTX ISA 9.7.14.5): four type
+    qualifiers, always; the unmodelled m8n8k4 .f16 form raises UnsupportedInstructionError."""
+    if len(types) != 4:
+        raise _fail(f"mma.sync needs four type qualifiers .dtype.atype.btype.ctype, got "
+                    f"{_choices(types) or 'none'}")
+    atype, btype = types[1], types[2]
+    why = tables.MMA_NOT_MODELLED.get((str(shape), atype))
+    if why is not None:
+        raise UnsupportedInstructionError(f"{why} (in {name!r})")
+    row = tables.mma_type_row(atype, btype)
+    if row is None:
+        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.MMA_TYPE_ROWS)
+        raise _fail(f"mma.sync has no variant with .atype .{atype} and .btype .{btype}; "
+                    f"valid .atype/.btype pairs: {pairs}")
+    if str(shape) not in row.shapes:
+        raise _fail(f"shape .{shape} is not valid for {row.name} mma.sync; valid shapes: {_choices(row.shapes)}")
+    return row
+
+
+def _mma_accumulator(row, dtype: str, ctype: str) -> None:
+    """.dtype and .ctype: both in the row's accumulator types, and equal (ptxas sm_90a)."""
+    for what, value in ((".dtype", dtype), (".ctype", ctype)):
+        if value not in row.cd_types:
+            raise _fail(f"{what} .{value} is not valid for {row.name} mma.sync; allowed: "
+                        f"{_choices(row.cd_types)}")
+    if dtype != ctype:
+        raise _fail(f".dtype .{dtype} with .ctype .{ctype}: {row.name} mma.sync needs .dtype equal to "
+                    f".ctype, both in {_choices(row.cd_types)}")
+
+
+def _mma_layouts(quals, row) -> tuple[str, str]:
+    """``.alayout.blayout``: two layout qualifiers, ``.row.col`` for every form."""
+    layouts = quals.get("layout")
+    if len(layouts) != 2:
+        raise _fail(f"mma.sync needs two layout qualifiers .alayout.blayout (.row.col), got "
+                    f"{_choices(layouts) or 'none'}")
+    alayout, blayout = layouts
+    if alayout not in row.a_layouts or blayout not in row.b_layouts:
+        raise _fail(f"{row.name} mma.sync needs .alayout in {_choices(row.a_layouts)} and .blayout in "
+                    f"{_choices(row.b_layouts)}; got .{alayout}.{blayout}")
+    return alayout, blayout
+
+
+def _mma_modifiers(quals, row) -> tuple[bool, str | None, str | None]:
+    """.satfinite (integer rows), the rounding modifier (.f64: .rn) and .op.popc (.b1)."""
+    satfinite = bool(quals.get("satfinite"))
+    if satfinite and not row.satfinite:
+        names = ", ".join(r.name for r in tables.MMA_TYPE_ROWS if r.satfinite)
+        raise _fail(f".satfinite is not valid on {row.name} mma.sync; only on {names} "
+                    f"({_choices(t for r in tables.MMA_TYPE_ROWS if r.satfinite for t in r.atypes)})")
+    rounding = quals.one("rounding", "rounding modifier")
+    if rounding and rounding not in row.roundings:
+        where = "; ".join(f"{_choices(r.roundings)} on {r.name}" for r in tables.MMA_TYPE_ROWS if r.roundings)
+        raise _fail(f"rounding modifier .{rounding} is not valid on {row.name} mma.sync; rounding modifiers "
+                    f"allowed: {where} only")
+    op = quals.one("op", ".op")
+    if row.ops:
+        if op not in row.ops or not quals.get("popc"):
+            raise _fail(f"{row.name} mma.sync needs .op.popc with .op in {_choices(row.ops)}; got "
+                        f"{('.' + op) if op else 'no .op'}{'' if quals.get('popc') else ' and no .popc'}")
+    elif op or quals.get("popc"):
+        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) mma.sync, not on {row.name}")
+    return satfinite, (rounding or "rn") if row.roundings else None, op
+
+
+def _mma_operands(inst: MmaSync, operands) -> None:
+    """d, a, b, c: four vectors of ``fragment_regs`` registers each."""
+    if len(operands) != 4:
+        raise _fail(f"mma.sync takes 4 operands d, a, b, c; got {len(operands)}")
+    for name, op in zip("dabc", operands):
+        want = inst.fragment_regs(name)
+        if op.kind != "vector" or len(op.regs) != want:
+            raise _fail(f"mma.sync .{inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype} operand "
+                        f"{name} must be a vector of {want} registers, got {op.text!r}")
+
+
+def _build_mma(opcode, quals, operands, text):
+    """``mma.sync.aligned.shape.row.col{.satfinite|.rn|.op.popc}.dtype.atype.btype.ctype``,
+    validated against ``tables.MMA_TYPE_ROWS`` (PTX ISA 9.7.14.5, as ptxas sm_90a accepts)."""
+    shape = quals.shape(_choices(tables.MMA_SHAPES))
+    if str(shape) not in tables.MMA_SHAPES:
+        raise _fail(f"shape .{shape} is not an mma.sync shape; valid shapes: {_choices(tables.MMA_SHAPES)}")
+    types = quals.get("type")
+    row = _mma_row(types, shape, text)
+    dtype, atype, btype, ctype = types
+    _mma_accumulator(row, dtype, ctype)
+    alayout, blayout = _mma_layouts(quals, row)
+    satfinite, rounding, op = _mma_modifiers(quals, row)
+    inst = MmaSync(opcode, text, operands, shape=shape, alayout=alayout, blayout=blayout, dtype=dtype,
+                   atype=atype, btype=btype, ctype=ctype, satfinite=satfinite, rounding=rounding, op=op)
+    if operands is not None:
+        _mma_operands(inst, operands)
+    return inst
+
+
 _BUILDERS = {
     "wgmma.mma_async": _build_wgmma_mma,
     "wgmma.fence": _build_wgmma_plain,
@@ -523,4 +652,5 @@ _BUILDERS = {
     "wmma.mma": _build_wmma_mma,
     "wmma.load": _build_wmma_memory,
     "wmma.store": _build_wmma_memory,
+    "mma": _build_mma,
 }

@@ -1,13 +1,16 @@
-"""The PTX ISA's tables of valid qualifiers for wgmma and wmma, held as data.
+"""The PTX ISA's tables of valid qualifiers for wgmma, wmma and mma, held as data.
 
 Sources: PTX ISA sections 9.7.15.5.2 (``wgmma.mma_async``), 9.7.14.4 (``wmma.load``,
-``wmma.store``, ``wmma.mma``) and 9.7.14.2 ("Matrix Fragments for WMMA", register counts).
+``wmma.store``, ``wmma.mma``), 9.7.14.2 ("Matrix Fragments for WMMA", register counts) and
+9.7.14.5 ("Matrix multiply-accumulate operation using mma instruction": ``mma.sync`` and its
+fragments), the last narrowed to what ``ptxas -arch=sm_90a`` (CUDA 13.0) accepts.
 Nothing here decides numerics or element positions; the parser checks text against these
 tables and the rest of fastmma reads the results.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # ---------------------------------------------------------------- qualifier vocabulary
@@ -135,3 +138,86 @@ def wmma_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
         return _CD_REGS_SMALL.get(shape, _CD_REGS[elem_type])
     key = {"u8": "s8", "u4": "s4"}.get(elem_type, elem_type)
     return _AB_REGS[(key, shape)][0 if matrix == "a" else 1]
+
+
+# ---------------------------------------------------------------- mma (mma.sync)
+
+
+@dataclass(frozen=True)
+class MmaTypeRow:
+    """One row of the mma.sync syntax tables (PTX ISA 9.7.14.5), as ptxas -arch=sm_90a
+    accepts them.
+
+    ``atypes``/``btypes``: element types of A and B (any pair of the two lists);
+    ``shapes``; ``cd_types``: accumulator types, with .dtype equal to .ctype (".dtype must
+    be '.f32' when .ctype is '.f32'", ptxas); ``a_layouts``/``b_layouts``: every form is
+    ``.row.col``; ``satfinite``: .satfinite allowed; ``ops``: .op.popc required (b1);
+    ``roundings``: the rounding modifiers allowed (f64 only, default .rn).
+    """
+
+    name: str
+    atypes: tuple[str, ...]
+    btypes: tuple[str, ...]
+    shapes: tuple[str, ...]
+    cd_types: tuple[str, ...]
+    a_layouts: tuple[str, ...] = ("row",)
+    b_layouts: tuple[str, ...] = ("col",)
+    satfinite: bool = False
+    ops: tuple[str, ...] = ()
+    roundings: tuple[str, ...] = ()
+
+
+_FP8 = ("e4m3", "e5m2")
+
+MMA_TYPE_ROWS = (
+    MmaTypeRow(".f16", ("f16",), ("f16",), ("m16n8k8", "m16n8k16"), ("f16", "f32")),
+    MmaTypeRow(".bf16", ("bf16",), ("bf16",), ("m16n8k8", "m16n8k16"), ("f32",)),
+    MmaTypeRow(".tf32", ("tf32",), ("tf32",), ("m16n8k4", "m16n8k8"), ("f32",)),
+    MmaTypeRow("FP8", _FP8, _FP8, ("m16n8k16", "m16n8k32"), ("f16", "f32")),
+    MmaTypeRow(".f64", ("f64",), ("f64",), ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"), ("f64",),
+               roundings=("rn",)),
+    MmaTypeRow("integer", ("s8", "u8"), ("s8", "u8"), ("m8n8k16", "m16n8k16", "m16n8k32"), ("s32",),
+               satfinite=True),
+    MmaTypeRow("sub-byte", ("s4", "u4"), ("s4", "u4"), ("m8n8k32", "m16n8k32", "m16n8k64"), ("s32",),
+               satfinite=True),
+    MmaTypeRow("single-bit", ("b1",), ("b1",), ("m8n8k128", "m16n8k128", "m16n8k256"), ("s32",),
+               ops=BIT_OPS),
+)
+
+MMA_SHAPES = tuple(sorted(dict.fromkeys(s for row in MMA_TYPE_ROWS for s in row.shapes),
+                          key=lambda s: tuple(map(int, re.findall(r"\d+", s)))))
+
+# Valid PTX that fastmma does not execute, keyed by (shape, .atype), with the reason.
+MMA_NOT_MODELLED = {
+    ("m8n8k4", "f16"): "mma.sync.aligned.m8n8k4 with .f16 inputs runs four independent quad-pair "
+                       "products per warp; fastmma does not model it",
+}
+
+
+def mma_type_row(atype: str, btype: str) -> MmaTypeRow | None:
+    """The mma.sync syntax-table row whose .atype/.btype lists hold this pair, if any."""
+    for row in MMA_TYPE_ROWS:
+        if atype in row.atypes and btype in row.btypes:
+            return row
+    return None
+
+
+# Bits per element of each fragment type; f16 C/D are packed .f16x2, so 16 bits as well.
+MMA_ELEM_BITS = {
+    "f64": 64, "f32": 32, "tf32": 32, "s32": 32, "f16": 16, "bf16": 16,
+    "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1,
+}
+
+
+def mma_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
+    """Registers per thread of the mma.sync ``matrix`` ("a", "b", "c" or "d") fragment.
+
+    The warp's 32 threads share the matrix evenly (PTX ISA 9.7.14.5, "Matrix fragments for
+    mma.m16n8k*"): R×C elements of b bits make R*C*b/1024 32-bit registers; an .f64
+    register is 64 bits, so .f64 fragments take R*C/32.  A is M×K, B is K×N, C/D are M×N.
+    """
+    m, n, k = map(int, re.match(r"^m(\d+)n(\d+)k(\d+)$", shape).groups())
+    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[matrix]
+    if elem_type == "f64":
+        return rows * cols // 32
+    return rows * cols * MMA_ELEM_BITS[elem_type] // 1024

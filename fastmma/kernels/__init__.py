@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ..formats import get_format
-from ..isa.numerics import FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+from ..isa.numerics import ConvertedF16Rule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .decode import float_params
 
 ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
@@ -65,6 +65,8 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     """
     macs = a.shape[0] * a.shape[1] * b.shape[1]
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    if isinstance(rule, ConvertedF16Rule):
+        return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute)
     if macs <= SMALL_KERNEL_MACS and isinstance(rule, FusedDotRule):
         return _fused(_module("small_gemm").small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if macs < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
@@ -132,6 +134,9 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     stack kernel; anything else is a loop of :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
+    if isinstance(rule, ConvertedF16Rule):
+        return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
+                                                      neg_b=neg_b, inner=execute_stack)
     integers = isinstance(rule, (IntDotRule, PopcRule)) and count * m * kk * n >= FAST_KERNEL_MIN_MACS
     small_f64 = isinstance(rule, FmaChainRule) and count > 1 and m * kk * n < _module("fma64").HOST_FMA_MIN_WORK
     if integers or small_f64:
@@ -203,6 +208,9 @@ def c_as_accumulator(rule, c, ctype):
 def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
               use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
     """The same as :func:`execute`, through the per-element reference kernels."""
+    if isinstance(rule, ConvertedF16Rule):
+        return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
+                                                      neg_b=neg_b, inner=reference)
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)

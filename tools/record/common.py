@@ -25,6 +25,7 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
     ("wgmma", True): "wgmma.fence; wgmma.mma_async x{chain}; wgmma.commit_group; wgmma.wait_group 0",
     ("wmma", False): "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d",
     ("wmma", True): "wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d",
+    ("mma", False): "registers a, b, c loaded from memory; mma.sync; registers d written to memory",
 }
 D_PREFILL = 0xA5
 
@@ -85,6 +86,14 @@ def wmma_meta(job: dict, device: dict) -> dict:
     return meta
 
 
+def mma_meta(job: dict, device: dict) -> dict:
+    meta = dict(job["meta"])
+    meta.update(device)
+    meta.update({"format_version": 1, "family": "mma", "mode_legend": MODE_LEGEND,
+                 "sequence": sequence("mma", 1)})
+    return meta
+
+
 def save_recording(path, arrays: dict, meta: dict) -> None:
     out = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     out["meta"] = meta_array(meta)
@@ -101,6 +110,7 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
     """Write one FORMAT v1 file from a job, its inputs and the device's outputs.
 
     result (wgmma): d_regs [n,128,ND], bases [n], dyn_bytes, fills, keep (bool [n])
+    result (mma):   d_regs [n,32,WD], keep (bool [n])
     result (wmma):  a_frag, b_frag, c_frag, d_frag [n,32,w], d_mem [n, width], keep (bool [n])
     Cases with keep False (outputs that differed between runs) are dropped and listed in
     meta.dropped_cases.
@@ -126,6 +136,10 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
         job["arrays"] = out
         meta = wgmma_meta(job, device, [int(b) for b in np.asarray(result["bases"])[sel]],
                           result["dyn_bytes"], result["fills"])
+    elif job["kind"] == "mma":
+        out = {k: arrays[k][sel] for k in ("a_regs", "b_regs", "c_regs", "mode")}
+        out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]
+        meta = mma_meta(job, device)
     else:
         out = {k: arrays[k][sel] for k in ("a_mem", "b_mem", "c_mem", "lda", "ldb", "ldc", "ldd", "mode")}
         for k in ("a_frag", "b_frag", "c_frag", "d_frag", "d_mem"):

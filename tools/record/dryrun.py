@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import common
-from fastmma import conform, wgmma, wmma
+from fastmma import conform, mma_sync, wmma
 from fastmma.isa import parse
 
 FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_version": "-",
@@ -69,6 +69,12 @@ def fake_wmma(job, arrs, dup=False):
     return res
 
 
+def fake_mma(job, arrs):
+    inst = parse(job["meta"]["ptx"][0])
+    d = mma_sync.mma_stack(inst, arrs["a_regs"], arrs["b_regs"], arrs["c_regs"])
+    return {"d_regs": d, "keep": [True] * len(arrs["mode"])}
+
+
 def run(build: Path) -> None:
     jobs = json.loads((build / "jobs.json").read_text())
     bundle = np.load(build / "jobs.npz")
@@ -80,10 +86,13 @@ def run(build: Path) -> None:
             common.write_recording(out, job, arrs, fake_wgmma(job, arrs), FAKE_DEVICE)
         elif job["kind"] == "wmma":
             common.write_recording(out, job, arrs, fake_wmma(job, arrs), FAKE_DEVICE)
+        elif job["kind"] == "mma":
+            common.write_recording(out, job, arrs, fake_mma(job, arrs), FAKE_DEVICE)
         else:
             dups.append((job, arrs, fake_wmma(job, arrs, dup=True)))
-    (out / "q3_fragment_copies").mkdir(exist_ok=True)
-    common.write_dup(out / "q3_fragment_copies" / "fragment_copies.zip", dups, FAKE_DEVICE)
+    if dups:
+        (out / "q3_fragment_copies").mkdir(exist_ok=True)
+        common.write_dup(out / "q3_fragment_copies" / "fragment_copies.zip", dups, FAKE_DEVICE)
     passed, failed = conform.run([out])
     sizes = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"dry run in {out}: {passed} passed, {failed} failed; {sizes / 1e6:.2f} MB")

@@ -268,6 +268,51 @@ extern "C" __global__ void __launch_bounds__(32)
 
 
 # ----------------------------------------------------------------------------------------------
+# mma.sync (q10)
+# ----------------------------------------------------------------------------------------------
+
+def _words_in(src, names, t):
+    lines = []
+    for i, x in enumerate(names):
+        if t == "f64":
+            lines.append(f"  {x} = __longlong_as_double((long long)((u64){src}[{2 * i}] | ((u64){src}[{2 * i + 1}] << 32)));")
+        elif t == "f32":
+            lines.append(f"  {x} = __uint_as_float({src}[{i}]);")
+        else:
+            lines.append(f"  {x} = {src}[{i}];")
+    return "\n".join(lines)
+
+
+def mma_kernel(kname: str, var: dict) -> str:
+    """One warp per case: every lane loads its A, B and C registers, issues the one
+    ``mma.sync`` and writes its D registers out."""
+    T, R, W = var["types"], var["regs"], var["words"]
+    names = {x: _regs(x, R[x]) for x in "abcd"}
+    decl = "\n".join(f"  {_kind(T[x])[0]} {', '.join(names[x])};" for x in "abcd")
+    loads = "\n".join(f"  {{ const u32* {x}w = {x}regs + ((size_t)cs * 32 + lane) * {W[x]};\n"
+                      + _words_in(f"{x}w", names[x], T[x]) + "\n  }" for x in "abc")
+    nd, na, nb = R["d"], R["a"], R["b"]
+    outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
+    ins = ", ".join(f'"{_kind(T[x])[1]}"({r})' for x in "abc" for r in names[x])
+    mma = (f'  asm volatile("{var["inst"]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
+           f'{_vec(nd + na + nb, R["c"])};"\n               : {outs} : {ins});')
+    store = (f"  {{ u32* dw = dregs + ((size_t)cs * 32 + lane) * {W['d']};\n"
+             + _words_out("dw", names["d"], T["d"], None) + "\n  }")
+    return f"""
+extern "C" __global__ void __launch_bounds__(32)
+{kname}(const u32* __restrict__ aregs, const u32* __restrict__ bregs, const u32* __restrict__ cregs,
+        u32* __restrict__ dregs)
+{{
+  const int cs = blockIdx.x, lane = threadIdx.x;
+{decl}
+{loads}
+{mma}
+{store}
+}}
+"""
+
+
+# ----------------------------------------------------------------------------------------------
 # build
 # ----------------------------------------------------------------------------------------------
 
@@ -282,7 +327,7 @@ def extract_ptx(ptx_text: str) -> dict:
         lines = []
         for line in body.splitlines():
             s = " ".join(line.strip().split())
-            if s.startswith(("wgmma.mma_async", "wmma.", "setp.ne.b32 p,")):
+            if s.startswith(("wgmma.mma_async", "wmma.", "mma.", "setp.ne.b32 p,")):
                 lines.append(s)
         out[name] = lines
     return out
@@ -301,7 +346,7 @@ def generate(jobs) -> str:
         if j["kernel"] in done:
             continue
         done.add(j["kernel"])
-        gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel}[j["kind"]]
+        gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel}[j["kind"]]
         src.append(gen(j["kernel"], j["gen"]))
     return "\n".join(src)
 
@@ -330,6 +375,12 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (p|1)\b", "{D}, A, B, p", line)
                 assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
+            j["meta"]["ptx"] = lines
+            continue
+        if j["kind"] == "mma":
+            assert len(lines) == 1, lines
+            tmpl = re.sub(r"\{[^}]*\}, \{[^}]*\}, \{[^}]*\}, \{[^}]*\}", "D, A, B, C", lines[0])
+            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
             j["meta"]["ptx"] = lines
             continue
         chain = common.chain_of(j["meta"])

@@ -98,6 +98,20 @@ def run_wmma(fn, job, arrs):
     return runs[0]
 
 
+def run_mma(fn, job, arrs):
+    n = len(arrs["mode"])
+    wd = job["meta"]["fragment_words"]["d"]
+    g = {x: cp.asarray(np.ascontiguousarray(arrs[f"{x}_regs"])) for x in "abc"}
+    outs = []
+    for _ in range(2):
+        d = cp.full((n, 32, wd), 0xDEADBEEF, dtype=cp.uint32)
+        fn((n,), (32,), (g["a"], g["b"], g["c"], d))
+        cp.cuda.runtime.deviceSynchronize()
+        outs.append(cp.asnumpy(d))
+    keep = (outs[0] == outs[1]).reshape(n, -1).all(axis=1)
+    return {"d_regs": outs[0], "keep": keep}
+
+
 def run_dup(fn, job, arrs):
     n = len(arrs["a_mask"])
     W = job["meta"]["fragment_words"]
@@ -139,6 +153,8 @@ def main():
                 res = run_wgmma(fn, job, arrs)
             elif job["kind"] == "wmma":
                 res = run_wmma(fn, job, arrs)
+            elif job["kind"] == "mma":
+                res = run_mma(fn, job, arrs)
             else:
                 res = run_dup(fn, job, arrs)
                 dups.append((job, arrs, res))

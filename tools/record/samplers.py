@@ -20,10 +20,12 @@ TYPES = {
     "s32": (32, 0, 0, 0, "int"),
     "s8": (8, 0, 0, 0, "int"),
     "u8": (8, 0, 0, 0, "uint"),
+    "s4": (4, 0, 0, 0, "int"),
+    "u4": (4, 0, 0, 0, "uint"),
     "b1": (1, 0, 0, 0, "b1"),
 }
 
-STORAGE = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8, 1: np.uint8}
+STORAGE = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8, 4: np.uint8, 1: np.uint8}
 
 
 def storage(t: str):

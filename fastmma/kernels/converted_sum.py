@@ -1,0 +1,122 @@
+"""fp8 operands run through the f16 tensor core (:class:`~fastmma.isa.numerics.ConvertedF16Rule`).
+
+Three steps, each on whole arrays: the fp8 bits become f16 bits through a 256-entry table
+(every e4m3 and e5m2 value is exactly an f16); the k terms of each instruction, reordered
+as the rule says, go through the f16 rule's fused kernels from +0; and C is added to that
+sum by :func:`add_nearest`, one IEEE addition rounded to nearest even in D's type.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import ml_dtypes
+import numpy as np
+from numba import njit, prange
+
+from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
+
+_FP8_DTYPES = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+
+F32_NAN = np.uint32(0x7FFFFFFF)
+F16_NAN = np.uint16(0x7FFF)
+
+
+@functools.lru_cache(maxsize=None)
+def f16_table(fmt: str) -> np.ndarray:
+    """f16 bits of each of the 256 codes of ``fmt`` ("e4m3" or "e5m2"), exact."""
+    table = np.arange(256, dtype=np.uint8).view(_FP8_DTYPES[fmt]).astype(np.float16).view(np.uint16)
+    table.setflags(write=False)
+    return table
+
+
+def to_f16(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """The f16 bits of fp8 ``bits`` (uint8, any shape)."""
+    return f16_table(fmt)[bits]
+
+
+CHUNK = 1 << 14
+
+
+@njit(cache=True, parallel=True)
+def _add_f32(p, c, out):
+    for ch in prange((p.size + CHUNK - 1) // CHUNK):
+        saved = read_mxcsr()
+        write_mxcsr(np.int32(MXCSR_NEAREST))  # no flush to zero, whatever the caller set
+        for i in range(ch * CHUNK, min(p.size, (ch + 1) * CHUNK)):
+            out[i] = p[i] + c[i]
+        write_mxcsr(saved)
+
+
+@njit(cache=True, inline="always")
+def _f16_bits(s):
+    """f16 bits of a float64 ``s`` that is the exact sum of two finite f16 values, rounded to
+    nearest even (overflow to infinity)."""
+    sign = np.uint16(0x8000) if s < 0 or (s == 0 and np.signbit(s)) else np.uint16(0)
+    a = abs(s)
+    if a >= 65520.0:
+        return sign | np.uint16(0x7C00)
+    if a < 2.0 ** -14:  # the subnormal grid 2^-24, carrying into the smallest normal
+        return sign | np.uint16(np.rint(a * 2.0 ** 24))
+    m, e = math.frexp(a)  # a = m * 2^e, m in [0.5, 1)
+    q = np.rint(m * 2048.0)  # 11 significant bits, ties to even
+    if q == 2048.0:
+        q, e = 1024.0, e + 1
+    return sign | np.uint16(((e + 14) << 10) | (np.int64(q) - 1024))
+
+
+@njit(cache=True, inline="always")
+def _add_f16_one(x, y):
+    if np.isnan(x) or np.isnan(y) or (np.isinf(x) and np.isinf(y) and x != y):
+        return F16_NAN
+    if np.isinf(x) or np.isinf(y):
+        return np.uint16(0x7C00) if x + y > 0 else np.uint16(0xFC00)
+    return _f16_bits(x + y)  # exact in float64: two f16 values span at most 41 bits
+
+
+@njit(cache=True, parallel=True)
+def _add_f16(p, c, out):
+    for ch in prange((p.size + CHUNK - 1) // CHUNK):
+        saved = read_mxcsr()
+        write_mxcsr(np.int32(MXCSR_NEAREST))  # np.rint rounds to nearest even
+        for i in range(ch * CHUNK, min(p.size, (ch + 1) * CHUNK)):
+            out[i] = _add_f16_one(p[i], c[i])
+        write_mxcsr(saved)
+
+
+def add_nearest(p: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
+    """Bits of ``p + c`` in ``dtype`` ("f32" or "f16") for bit arrays of that type, one IEEE
+    addition rounded to nearest even, as the GPU's ``FADD`` and ``HADD2`` compute it:
+    subnormals kept, a NaN result canonical (0x7FFFFFFF, 0x7FFF)."""
+    if dtype == "f32":
+        x = np.ascontiguousarray(p).view(np.float32).ravel()
+        y = np.ascontiguousarray(c).view(np.float32).ravel()
+        s = np.empty_like(x)
+        _add_f32(x, y, s)
+        out = s.view(np.uint32)
+        out[np.isnan(s)] = F32_NAN
+        return out.reshape(p.shape)
+    x = np.ascontiguousarray(p).view(np.float16).astype(np.float64).ravel()
+    y = np.ascontiguousarray(c).view(np.float16).astype(np.float64).ravel()
+    out = np.empty(x.shape, np.uint16)
+    _add_f16(x, y, out)
+    return out.reshape(p.shape)
+
+
+def converted_sum(rule, a, b, c, atype: str, btype: str, dtype: str, *, use_c: bool, neg_a: bool, neg_b: bool,
+                  inner):
+    """D bits = C + A · B under ``rule`` (a ``ConvertedF16Rule``), one instruction of ``rule.k``
+    terms after another along K; A (..., M, K) and B (..., K, N) fp8 bits, C (..., M, N)
+    in ``dtype``.  ``inner(rule, a, b, c, atype, btype, ctype, dtype, **kw)`` runs the f16
+    rule (``execute``, ``execute_stack`` or ``reference``)."""
+    a16, b16 = to_f16(a, atype), to_f16(b, btype)
+    order = np.array(rule.k_order())
+    zero = np.zeros(a.shape[:-1] + b.shape[-1:], c.dtype)
+    d = c
+    for k0 in range(0, a.shape[-1], rule.k):
+        step = k0 + order
+        p = inner(rule.inner, np.ascontiguousarray(a16[..., step]), np.ascontiguousarray(b16[..., step, :]),
+                  zero, "f16", "f16", dtype, dtype, neg_a=neg_a, neg_b=neg_b)
+        d = add_nearest(p, d, dtype) if use_c or k0 else p
+    return d

@@ -1,0 +1,108 @@
+"""Which matrix element each ``mma.sync`` fragment register holds (PTX ISA 9.7.14.5.1-9.7.14.5.13,
+"Matrix Fragments for mma.m16n8k*" and "for mma.m8n8k*").
+
+Unlike wmma's, the ``mma`` fragments are fixed by the ISA, with a figure and a formula for
+every shape and type.  They all follow one pattern, in the ISA's notation::
+
+    groupID g = lane >> 2          threadID_in_group t = lane % 4
+    v = elements per register: 2 (.f16, .bf16), 4 (.e4m3, .e5m2, .s8, .u8), 8 (.s4, .u4),
+        32 (.b1), 1 (.tf32, and .f64 whose registers are 64 bits)
+
+    A (M x K), register i, element j (low bits first):
+        row = g + 8 * (i % 2)                    col = v * t + j + 4v * (i // 2)
+    B (K x N), register i, element j:
+        row = v * t + j + 4v * i                 col = g
+    C, D (M x N), element slot s (an .f16x2 register holds slots 2i and 2i + 1):
+        row = g + 8 * (s // 2)                   col = 2t + s % 2
+
+For the ``m8n8k*`` shapes (A and B one register, C and D two slots) the same formulas give the
+ISA's ``row = g``.  Each element sits in exactly one slot of one lane.  The H100 recordings
+in ``tests/golden/probes/q10_mma_sync`` were made by placing logical matrices through these
+maps; the register files they hold are the test of the maps, since the numbers come out right
+only if the hardware reads the elements from where the maps put them.
+
+``mma.sync.m8n8k4`` with ``.f16`` inputs (four independent products, one per quad pair) is not
+modelled.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import OperandError
+from ..formats import get_format
+from ..isa import tables
+from .wmma_fragments import FragmentLayout
+
+WARP_SIZE = 32
+MATRICES = ("a", "b", "c", "d")
+
+
+def shape_dims(shape: str) -> tuple[int, int, int]:
+    """(M, N, K) of an ``.mMnNkK`` shape string."""
+    m, n, k = shape[1:].replace("n", " ").replace("k", " ").split()
+    return int(m), int(n), int(k)
+
+
+def operand_types(matrix: str, shape: str) -> tuple[str, ...]:
+    """The element types the ISA's ``mma`` forms allow for ``matrix`` at ``.shape``."""
+    rows = [row for row in tables.MMA_TYPE_ROWS if shape in row.shapes]
+    found = (t for row in rows for t in {"a": row.atypes, "b": row.btypes}.get(matrix, row.cd_types))
+    return tuple(dict.fromkeys(found))
+
+
+def _per_register(bits: int) -> int:
+    return 1 if bits == 64 else 32 // bits
+
+
+def _coords(matrix: str, v: int, i: np.ndarray, j: np.ndarray, g: np.ndarray, t: np.ndarray):
+    """(row, col) of register i, element j (A, B) or slot i (C, D): the module docstring."""
+    if matrix == "a":
+        return g + 8 * (i % 2), v * t + j + 4 * v * (i // 2)
+    if matrix == "b":
+        return v * t + j + 4 * v * i, g
+    return g + 8 * (i // 2), 2 * t + i % 2
+
+
+@lru_cache(maxsize=None)
+def _build(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
+    m, n, k = shape_dims(shape)
+    rows, cols = {"a": (m, k), "b": (k, n)}.get(matrix, (m, n))
+    bits = get_format(elem_type).bits
+    regs = tables.mma_fragment_regs(matrix, shape, elem_type)
+    v = _per_register(bits)
+    lane = np.arange(WARP_SIZE, dtype=np.int64)[:, None]
+    g, t = lane >> 2, lane % 4
+    s = np.arange(regs * v, dtype=np.int64)[None, :]
+    if matrix in "ab":
+        r, c = _coords(matrix, v, s // v, s % v, g, t)
+    else:
+        r, c = _coords(matrix, v, s, 0, g, t)
+    index = (r * cols + c).astype(np.int32)
+    flat = index.ravel()
+    if np.unique(flat).size != flat.size or flat.size != rows * cols or flat.min() < 0 or flat.max() >= rows * cols:
+        raise AssertionError(f"mma fragment map of {matrix}/{shape}/{elem_type} is not one slot per element")
+    first = np.argsort(flat, kind="stable").astype(np.int64)
+    index.setflags(write=False)
+    first.setflags(write=False)
+    words = regs * (2 if bits == 64 else 1)
+    return FragmentLayout(matrix, shape, elem_type, rows, cols, bits, words, index, first)
+
+
+def fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
+    """The :class:`~fastmma.layout.wmma_fragments.FragmentLayout` of ``mma.sync``'s operand
+    ``matrix`` ("a".."d") for ``.shape`` and ``.elem_type`` (leading dots accepted), checked
+    against the ISA's table of ``mma`` forms.  Cached."""
+    matrix, shape, elem_type = (str(x).lstrip(".") if isinstance(x, str) else x for x in (matrix, shape, elem_type))
+    if matrix not in MATRICES:
+        raise OperandError(f"matrix must be one of {', '.join(MATRICES)}, got {matrix!r}")
+    allowed = operand_types(matrix, shape) if shape in tables.MMA_SHAPES else ()
+    if not allowed:
+        raise OperandError(f"shape must be an mma shape ({', '.join('.' + s for s in tables.MMA_SHAPES)}), "
+                           f"got {shape!r}")
+    if elem_type not in allowed:
+        raise OperandError(f"element type of matrix {matrix} for mma .{shape} must be one of "
+                           f"{', '.join('.' + t for t in allowed)}, got {elem_type!r}")
+    return _build(matrix, shape, elem_type)

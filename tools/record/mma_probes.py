@@ -1,0 +1,127 @@
+"""Question 10: the warp-level ``mma.sync`` (PTX ISA 9.7.14.5) on sm_90a, every form ptxas takes.
+
+Each job is one variant: random logical A, B and C for the FORMAT modes, placed in each lane's
+registers by the ISA's fragment maps (``fastmma.layout.mma_fragments``), one warp a case.  The
+kernel loads the registers, issues the one ``mma.sync`` and writes D's registers out; what the
+hardware computed from those registers is the recording (FORMAT.md, "mma files").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastmma.formats import from_bits
+from fastmma.layout.mma_fragments import fragment_layout
+from fastmma.layout.wmma_fragments import pack_fragment
+
+from probes import _cid, _heldout
+from samplers import sample, storage
+
+Q10 = ("Q10: mma.sync (warp-level mma, PTX ISA 9.7.14.5) on sm_90a: the accumulation of every "
+       "shape and type, against the ISA's fragment maps")
+
+_FP8 = ("e4m3", "e5m2")
+_INT8 = ("s8", "u8")
+_INT4 = ("s4", "u4")
+
+
+def mma_forms():
+    """(shape, dtype, atype, btype, ctype, extra) of every form ptxas (CUDA 13.0) takes for
+    sm_90a, less ``m8n8k4`` .f16 (four quad-pair products) and the sparse forms."""
+    forms = [(s, d, "f16", "f16", d, "") for s in ("m16n8k8", "m16n8k16") for d in ("f16", "f32")]
+    forms += [(s, "f32", "bf16", "bf16", "f32", "") for s in ("m16n8k8", "m16n8k16")]
+    forms += [(s, "f32", "tf32", "tf32", "f32", "") for s in ("m16n8k4", "m16n8k8")]
+    forms += [(s, d, a, b, d, "") for s in ("m16n8k16", "m16n8k32") for d in ("f32", "f16")
+              for a in _FP8 for b in _FP8]
+    forms += [(s, "f64", "f64", "f64", "f64", "rn") for s in ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16")]
+    for shapes, types in ((("m8n8k16", "m16n8k16", "m16n8k32"), _INT8), (("m8n8k32", "m16n8k32", "m16n8k64"), _INT4)):
+        forms += [(s, "s32", a, b, "s32", sat) for s in shapes for a in types for b in types
+                  for sat in ("", "satfinite")]
+    forms += [(s, "s32", "b1", "b1", "s32", op) for s in ("m8n8k128", "m16n8k128", "m16n8k256")
+              for op in ("xor", "and")]
+    return forms
+
+
+def mma_variant(shape, dtype, atype, btype, ctype, extra=""):
+    m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
+    op = extra if extra in ("and", "xor") else None
+    inst = f"mma.sync.aligned.{shape}.row.col"
+    inst += ".rn" if extra == "rn" else ""
+    inst += ".satfinite" if extra == "satfinite" else ""
+    inst += f".{dtype}.{atype}.{btype}.{ctype}"
+    inst += f".{op}.popc" if op else ""
+    name = f"mma.{shape}.row.col.{dtype}.{atype}.{btype}.{ctype}" + (f".{extra}" if extra else "")
+    name += ".popc" if op else ""
+    types = {"a": atype, "b": btype, "c": ctype, "d": dtype}
+    layouts = {x: fragment_layout(x, shape, t) for x, t in types.items()}
+    words = {x: lay.words for x, lay in layouts.items()}
+    regs = {x: w // (2 if types[x] == "f64" else 1) for x, w in words.items()}
+    q = {"alayout": "row", "atype": atype, "blayout": "col", "btype": btype, "ctype": ctype, "dtype": dtype,
+         "k": k, "m": m, "n": n, "op": op, "rounding": "rn" if extra == "rn" else None,
+         "satfinite": extra == "satfinite", "shape": shape}
+    return {"name": name, "qualifiers": q, "inst": inst, "regs": regs, "words": words, "types": types,
+            "shape": shape, "ptx_template": [f"{inst} D, A, B, C;"]}
+
+
+def _matrices(var, rng, mode):
+    q, T = var["qualifiers"], var["types"]
+    m, n, k = q["m"], q["n"], q["k"]
+    A = sample(rng, T["a"], (m, k), mode, "ab", T["d"])
+    B = sample(rng, T["b"], (k, n), mode, "ab", T["d"])
+    C = sample(rng, T["c"], (m, n), mode, "c", T["d"])
+    if mode == 3 and T["a"] not in _INT8 + _INT4 + ("b1",):
+        C = _cancel_c(A, B, T, rng)
+    return A, B, C
+
+
+def _cancel_c(A, B, T, rng):
+    """C close to -(A.B): the negated float64 sum, exact or a few ulps off in half the places."""
+    af = from_bits(A.astype(storage(T["a"])), T["a"]).astype(np.float64)
+    bf = from_bits(B.astype(storage(T["b"])), T["b"]).astype(np.float64)
+    dt = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[T["c"]]
+    ut = {"f16": np.uint16, "f32": np.uint32, "f64": np.uint64}[T["c"]]
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = (-(af @ bf)).astype(dt)
+    bits = c.view(ut).astype(np.int64)
+    bits = bits + np.where(rng.random(bits.shape) < 0.5, rng.integers(-3, 4, size=bits.shape), 0)
+    return bits.astype(ut)
+
+
+def mma_job(var, rng, modes, per_mode, out):
+    T = var["types"]
+    regs = {x: [] for x in "abc"}
+    mode_list = []
+    for mode in modes:
+        for _ in range(per_mode):
+            mats = _matrices(var, rng, mode)
+            for x, mat in zip("abc", mats):
+                lay = fragment_layout(x, var["shape"], T[x])
+                regs[x].append(pack_fragment(np.asarray(mat).astype(storage(T[x])), lay))
+            mode_list.append(mode)
+    n = len(mode_list)
+    arrays = {f"{x}_regs": np.stack(regs[x]).astype(np.uint32) for x in "abc"}
+    arrays["mode"] = np.array(mode_list, np.uint8)
+    meta = {
+        "variant": var["name"], "qualifiers": var["qualifiers"], "ptx_template": var["ptx_template"],
+        "split": "probe", "heldout_only_variant": _heldout("mma", var["name"]),
+        "case_index": list(range(n)), "n_cases": n, "target": "sm_90a",
+        "fragment_regs": var["regs"], "fragment_words": var["words"],
+        "probe_question": Q10, "case_labels": [""] * n,
+    }
+    return {"kind": "mma", "kernel": _cid(var["name"]), "out": out, "meta": meta, "gen": var,
+            "arrays": arrays}
+
+
+def q10_jobs(rng):
+    jobs = []
+    for form in mma_forms():
+        var = mma_variant(*form)
+        a = var["types"]["a"]
+        if a in _INT8 + _INT4:
+            modes, per = (0, 5), 8
+        elif a == "b1":
+            modes, per = (0,), 16
+        else:
+            modes, per = (0, 1, 2, 3, 4, 5), 4
+        jobs.append(mma_job(var, rng, modes, per, f"q10_mma_sync/{var['name']}.npz"))
+    return jobs
