@@ -19,12 +19,13 @@ instruction): ``fastmma.mma`` on 512 tiles, and ``wgmma.mma_async_stack`` on 512
 warpgroups, each with its own registers and shared-memory image.
 
 Each wmma case times ``fastmma.wmma.mma`` on a warp's A, B and C fragments (D's fragment
-out) and ``fastmma.mma`` on the logical matrices.
+out) and ``fastmma.mma`` on the logical matrices; each ``mma.sync`` case times
+``fastmma.mma_sync.mma`` the same way, one call and a stack of 512 warps.
 
 Beside each, in the same run: numpy's float32 ``A @ B`` of the same tile (not bit-exact, a
 floor no emulator reaches: the ratio says how many such products one call costs), and
-MMA-Sim's ``WGMMA`` on the same logical matrices where it is installed and models the type
-(it has no integer wgmma), timed in this process with glibc told to keep freed memory
+MMA-Sim's ``WGMMA`` (``MMA`` for ``mma.sync``) on the same logical matrices where it is
+installed and models the form (it has no integer wgmma, and no fp8 or integer mma), timed in this process with glibc told to keep freed memory
 (``bench_matmul.keep_freed_memory``).  The results of every path are checked bit for bit
 against each other and against MMA-Sim.
 """
@@ -43,14 +44,16 @@ from fastmma.formats import get_format, to_bits
 from fastmma.isa import WmmaLoad
 from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.wgmma_fragments import pack_d, unpack_d
+from fastmma.layout.mma_fragments import fragment_layout as mma_fragment_layout
 from fastmma.layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
 from fastmma.warpgroup import register_names
 
 try:
     import torch
+    from mmasim.nv_ptx import MMA as MmaSimMMA
     from mmasim.nv_ptx import WGMMA as MmaSimWGMMA
 except ImportError:  # MMA-Sim's column is left empty
-    MmaSimWGMMA = None
+    MmaSimWGMMA = MmaSimMMA = None
 
 keep_freed_memory()
 
@@ -74,6 +77,15 @@ WMMA_CASES = {
     "wmma.mma.sync.aligned.row.col.m8n8k4.rn.f64.f64.f64.f64": (np.float64, np.float64),
 }
 WMMA_PATHS = ("wmma.mma", "fastmma.mma")
+#: mma.sync text -> (A/B numpy dtype, accumulator dtype, torch dtype name for MMA-Sim's MMA or None)
+MMA_SYNC_CASES = {
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": (np.float16, np.float32, "float16"),
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32": (ml_dtypes.bfloat16, np.float32, "bfloat16"),
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32": (np.float32, np.float32, "float32"),
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32": (ml_dtypes.float8_e4m3fn, np.float32, None),
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32": (np.int8, np.int32, None),
+    "mma.sync.aligned.m16n8k8.row.col.rn.f64.f64.f64.f64": (np.float64, np.float64, "float64"),
+}
 SMEM_BYTES = 48 * 1024
 A_AT, B_AT = 0, 8192  # 64 rows of 128 bytes for A, then B's rows
 
@@ -278,9 +290,10 @@ def test_stack_of_wmma_memory(benchmark, record_instruction, text):
     record_instruction(short, name, single_s, numpy_s / STACK, None)
 
 
-def _fragments(inst, A, B, C):
-    """The warp's A, B and C fragments holding the matrices ``A``, ``B`` and ``C``."""
-    return [pack_fragment(to_bits(values, elem), fragment_layout(matrix, str(inst.shape), elem))
+def _fragments(inst, A, B, C, layout_of=fragment_layout):
+    """The warp's A, B and C fragments holding the matrices ``A``, ``B`` and ``C``
+    (``layout_of``: wmma's fragment maps, or mma's)."""
+    return [pack_fragment(to_bits(values, elem), layout_of(matrix, str(inst.shape), elem))
             for matrix, values, elem in (("a", A, inst.atype), ("b", B, inst.btype), ("c", C, inst.ctype))]
 
 
@@ -302,3 +315,55 @@ def test_one_wmma(benchmark, record_instruction, text, path):
     numpy_s = _best_seconds(lambda: a32 @ b32, 200)
     short = f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
     record_instruction(short, path, benchmark.stats.stats.min, numpy_s, None)
+
+
+def _mma_sync_short(inst) -> str:
+    return f"mma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
+
+
+@pytest.mark.parametrize("path", ("mma_sync.mma", "fastmma.mma"))
+@pytest.mark.parametrize("text", list(MMA_SYNC_CASES))
+def test_one_mma_sync(benchmark, record_instruction, text, path):
+    """One ``mma.sync`` on a warp's fragments (or on the logical matrices), beside MMA-Sim's
+    ``MMA`` of the same form where it models it."""
+    inst = fastmma.parse(text)
+    dtype, acc, torch_dtype = MMA_SYNC_CASES[text]
+    A, B, C = _random(inst.shape, dtype, acc)
+    expect = to_bits(fastmma.mma(inst, A, B, C), inst.dtype)
+    if path == "mma_sync.mma":
+        a, b, c = _fragments(inst, A, B, C, mma_fragment_layout)
+        call = lambda: fastmma.mma_sync.mma(inst, a, b, c)  # noqa: E731
+        assert np.array_equal(unpack_fragment(call(), mma_fragment_layout("d", str(inst.shape), inst.dtype)), expect)
+    else:
+        call = lambda: fastmma.mma(inst, A, B, C)  # noqa: E731
+    benchmark.pedantic(call, rounds=50, iterations=1, warmup_rounds=3)
+    a32, b32 = A.astype(np.float32), B.astype(np.float32)
+    numpy_s = _best_seconds(lambda: a32 @ b32, 200)
+    mmasim_s = None
+    if MmaSimMMA is not None and torch_dtype is not None:
+        sim = MmaSimMMA("Hopper", f"{inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}")
+        args = [torch.from_numpy(np.asarray(x, np.float64).astype(np.float32 if torch_dtype != "float64" else np.float64))
+                .to(getattr(torch, torch_dtype)) for x in (A, B)] + [torch.from_numpy(C)]
+        theirs = sim(*args).numpy()
+        assert np.array_equal(theirs.view(expect.dtype), expect)
+        mmasim_s = _best_seconds(lambda: sim(*args), 20)
+    record_instruction(_mma_sync_short(inst), path, benchmark.stats.stats.min, numpy_s, mmasim_s)
+
+
+@pytest.mark.parametrize("text", list(MMA_SYNC_CASES))
+def test_stack_of_mma_sync(benchmark, record_instruction, text):
+    """``mma_sync.mma_stack`` on :data:`STACK` warps, each with its own fragments, recorded
+    per instruction beside numpy's stacked float32 product, per tile."""
+    inst = fastmma.parse(text)
+    dtype, acc, _ = MMA_SYNC_CASES[text]
+    tiles = [_random(inst.shape, dtype, acc) for _ in range(2)]  # two different tiles, alternating
+    frags = [_fragments(inst, A, B, C, mma_fragment_layout) for A, B, C in tiles]
+    a, b, c = (np.stack([frags[i % 2][j] for i in range(STACK)]) for j in range(3))
+    got = fastmma.mma_sync.mma_stack(inst, a, b, c)  # compiles or loads the kernels
+    for i in (0, 1, STACK - 1):
+        assert np.array_equal(got[i], fastmma.mma_sync.mma(inst, a[i], b[i], c[i]))
+    benchmark.pedantic(fastmma.mma_sync.mma_stack, args=(inst, a, b, c), rounds=10, iterations=1, warmup_rounds=1)
+    A, B = (np.stack([tiles[i % 2][j] for i in range(STACK)]).astype(np.float32) for j in range(2))
+    numpy_s = _best_seconds(lambda: A @ B, 20)
+    record_instruction(_mma_sync_short(inst), f"mma_sync.mma_stack, a stack of {STACK}",
+                       benchmark.stats.stats.min / STACK, numpy_s / STACK, None)

@@ -307,3 +307,64 @@ def test_bad_calls_name_what_is_wrong():
         mma_sync.mma("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", a, b, c)
     with pytest.raises(OperandError, match="32-bit registers"):
         mma_sync.mma(inst, a.astype(np.float64), b, c)
+
+
+# ---------------------------------------------------------------- in the PTX interpreter
+
+def _ptx_inputs(inst, warps, rng):
+    """Random registers of ``warps`` warps as the interpreter takes them (name -> one value per
+    thread), and the same as stacks of fragments."""
+    regs, frags = {}, {}
+    for x in "abc":
+        words = inst.fragment_words(x)
+        frags[x] = rng.integers(0, 1 << 32, size=(warps, 32, words), dtype=np.uint64).astype(np.uint32)
+        flat = frags[x].reshape(warps * 32, words)
+        if inst.atype == "f64":
+            for r in range(words // 2):
+                regs[f"{x}{r}"] = flat[:, 2 * r].astype(np.uint64) | (flat[:, 2 * r + 1].astype(np.uint64) << 32)
+        else:
+            for r in range(words):
+                regs[f"{x}{r}"] = flat[:, r]
+    return regs, frags
+
+
+@pytest.mark.parametrize("text", ["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+                                  "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e4m3.f16",
+                                  "mma.sync.aligned.m16n8k8.row.col.rn.f64.f64.f64.f64",
+                                  "mma.sync.aligned.m16n8k256.row.col.xor.popc.s32.b1.b1.s32"])
+def test_ptx_interpreter_runs_mma_sync(text):
+    """Two warps, each its own registers; the second guarded off in a second run."""
+    from fastmma import ptx
+
+    inst = parse(text)
+    rng = np.random.default_rng(9)
+    regs, frags = _ptx_inputs(inst, 2, rng)
+    rtype = ".b64" if inst.atype == "f64" else ".b32"
+    decl = "\n".join(f".reg {rtype} {x}<{inst.fragment_regs(x)}>;" for x in "abcd")
+    vec = {x: "{" + ", ".join(f"{x}{r}" for r in range(inst.fragment_regs(x))) + "}" for x in "abcd"}
+    body = f"{text} {vec['d']}, {vec['a']}, {vec['b']}, {vec['c']};"
+    m = ptx.run(f"{decl}\n{body}", regs, threads=64)
+    want = mma_sync.mma_stack(inst, frags["a"], frags["b"], frags["c"]).reshape(64, -1)
+    for r in range(inst.fragment_regs("d")):
+        got = np.asarray(m[f"d{r}"]).view(np.uint64 if inst.atype == "f64" else np.uint32)
+        if inst.atype == "f64":
+            expect = want[:, 2 * r].astype(np.uint64) | (want[:, 2 * r + 1].astype(np.uint64) << 32)
+        else:
+            expect = want[:, r]
+        np.testing.assert_array_equal(got, expect, err_msg=f"d{r}")
+    guarded = ptx.run(f"{decl}\n.reg .pred p;\n.reg .b32 w;\nmov.u32 w, %warpid;\nsetp.eq.u32 p, w, 0;\n@p {body}",
+                      regs, threads=64)
+    d0 = np.asarray(guarded["d0"]).view(np.uint64 if inst.atype == "f64" else np.uint32)
+    np.testing.assert_array_equal(d0[32:], 0)
+    np.testing.assert_array_equal(d0[:32], np.asarray(m["d0"]).view(d0.dtype)[:32])
+
+
+def test_ptx_interpreter_checks_mma_sync_operands():
+    from fastmma import ptx
+    from fastmma.errors import InvalidInstructionError
+
+    with pytest.raises(InvalidInstructionError) as err:
+        ptx.run(".reg .b32 a<4>, b<1>, c<4>, d<4>;\n"
+                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {d0, d1, d2, d3}, {a0, a1, a2, a3}, {b0}, "
+                "{c0, c1, c2, c3};")
+    assert err.value.line == 2 and "b" in str(err.value)

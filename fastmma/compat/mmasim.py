@@ -49,15 +49,15 @@ MMA-Sim's model beside the H100 recordings
 ------------------------------------------
 MMA-Sim's own code, run on the inputs of every floating-point H100 recording (tests/golden
 and the probes in tests/golden/probes), agrees with the hardware on all 1292 wgmma
-executions (every type, f32 underflows to +0 included) and on all 592 wmma executions whose
-C and D types agree; it differs on the following, where the drop-in follows MMA-Sim and
-``fastmma.mma`` / ``fastmma.matmul`` follow the hardware:
+executions (every type, f32 underflows to +0 included), on all 592 wmma executions whose
+C and D types agree, and on all 192 f16, bf16 and tf32 ``mma.sync`` executions of the
+probes (``q10_mma_sync``); it differs on the following, where the drop-in follows MMA-Sim
+and ``fastmma.mma`` / ``fastmma.matmul`` follow the hardware:
 
-1. **tf32 grouping.**  MMA-Sim sums tf32 in groups of 8 (L = 8).  The H100 runs
+1. **tf32 grouping in wmma.**  MMA-Sim sums tf32 in groups of 8 (L = 8).  The H100 runs
    ``wmma.mma`` m16n16k8 tf32 as two groups of 4: all 64 recorded executions differ from
-   MMA-Sim's answer.  No recording covers ``mma.sync.m16n8k8`` tf32, which MMA-Sim models
-   as one group of 8; the wmma result suggests the hardware rounds it after every 4 terms.
-   wgmma tf32 (k = 8) is one group of 8 in both.
+   MMA-Sim's answer.  ``mma.sync.m16n8k8`` tf32 is one group of 8 on sm_90 (recorded), as
+   MMA-Sim models it, and so is wgmma tf32 (k = 8).
 2. **C and D of different types** (wmma ``.f16.f32`` / ``.f32.f16``; in no Hopper form of
    MMA-Sim's tables, so the drop-in never meets it).  MMA-Sim keys ``e_zero`` on D alone,
    reads an f16 C with f16's subnormal exponent and turns every zero into +0.  On the H100
@@ -72,7 +72,8 @@ C and D types agree; it differs on the following, where the drop-in follows MMA-
    and invalid operations give ``0xfff8000000000000``.  The H100's f64 tensor core
    (``fastmma.kernels.fma64``, recorded) prefers B, then the accumulator, then A.  The
    drop-in follows x86-64 (MMA-Sim on another host CPU, or on a GPU, may pick another
-   payload).  Numbers, zeros and infinities are IEEE fma in both.
+   payload); 14 of the 96 recorded f64 ``mma.sync`` executions differ from MMA-Sim's
+   answer.  Numbers, zeros and infinities are IEEE fma in both.
 
 Whatever fastmma's kernels return for the sign of a zero, the drop-in returns +0, as
 MMA-Sim does (its ``+ 0.0`` after every group).  Tensors on a GPU are computed on the CPU

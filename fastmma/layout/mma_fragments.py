@@ -95,7 +95,12 @@ def fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
     """The :class:`~fastmma.layout.wmma_fragments.FragmentLayout` of ``mma.sync``'s operand
     ``matrix`` ("a".."d") for ``.shape`` and ``.elem_type`` (leading dots accepted), checked
     against the ISA's table of ``mma`` forms.  Cached."""
-    matrix, shape, elem_type = (str(x).lstrip(".") if isinstance(x, str) else x for x in (matrix, shape, elem_type))
+    key = (matrix, shape, elem_type)
+    try:
+        return _CHECKED[key]
+    except (KeyError, TypeError):  # not asked for yet, or not even hashable: check it
+        pass
+    matrix, shape, elem_type = (x.lstrip(".") if isinstance(x, str) else x for x in key)
     if matrix not in MATRICES:
         raise OperandError(f"matrix must be one of {', '.join(MATRICES)}, got {matrix!r}")
     allowed = operand_types(matrix, shape) if shape in tables.MMA_SHAPES else ()
@@ -105,4 +110,8 @@ def fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
     if elem_type not in allowed:
         raise OperandError(f"element type of matrix {matrix} for mma .{shape} must be one of "
                            f"{', '.join('.' + t for t in allowed)}, got {elem_type!r}")
-    return _build(matrix, shape, elem_type)
+    _CHECKED[key] = found = _build(matrix, shape, elem_type)
+    return found
+
+
+_CHECKED: dict[tuple, FragmentLayout] = {}  # arguments that passed the checks (strings only)

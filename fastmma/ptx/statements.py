@@ -49,6 +49,8 @@ statement acts on shared state and runs when any thread's guard holds.
   :class:`~fastmma.Warpgroup` (its strict mode reports the ISA's undefined behaviours).
 * ``wmma.load``, ``wmma.mma``, ``wmma.store`` (9.7.14.4.3-5): parsed by
   :func:`fastmma.isa.parse`, executed per warp by :mod:`fastmma.wmma`.
+* ``mma.sync`` (9.7.14.5.14): parsed the same way, executed for every active warp in one
+  call of :func:`fastmma.mma_sync.mma_stack`.
 """
 
 from __future__ import annotations
@@ -60,10 +62,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .. import wmma
+from .. import mma_sync, wmma
 from ..errors import (AlignmentError, HazardError, InvalidInstructionError, MemoryBoundsError, PTXSyntaxError,
                       UnsupportedInstructionError)
-from ..isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from ..isa import MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 from ..layout.wmma_memory import default_stride, leading_dimension, matrix_dims
 from ..formats import get_format
 from .checker import CONSTANTS, Checker, located
@@ -660,7 +662,8 @@ class Fragment:
     wide: bool
 
 
-_WMMA_FORMS = {WmmaLoad: "r, [p] {, stride}", WmmaStore: "[p], r {, stride}", WmmaMma: "d, a, b, c"}
+_WMMA_FORMS = {WmmaLoad: "r, [p] {, stride}", WmmaStore: "[p], r {, stride}", WmmaMma: "d, a, b, c",
+               MmaSync: "d, a, b, c"}
 
 
 def _wmma_roles(inst) -> tuple[str, ...]:
@@ -673,7 +676,7 @@ def _wmma_roles(inst) -> tuple[str, ...]:
 
 def _fragment_shape(inst, matrix: str) -> tuple[int, bool]:
     """(registers per thread, 64-bit registers) of fragment ``matrix``."""
-    if isinstance(inst, WmmaMma):
+    if isinstance(inst, (WmmaMma, MmaSync)):
         return inst.fragment_regs(matrix), inst.atype == "f64"
     return inst.regs, inst.type == "f64"
 
@@ -787,6 +790,9 @@ def _write_fragment(m, frag: Fragment, words: np.ndarray, active: np.ndarray) ->
 def run_wmma(m, data, warps: np.ndarray) -> None:
     inst = data.inst
     active = np.repeat(warps, 32)
+    if isinstance(inst, MmaSync):
+        run_mma_sync(m, data, warps, active)
+        return
     if isinstance(inst, WmmaMma):
         frags = {x: _read_fragment(m, data.frags[x]) for x in "abc"}
         out = np.zeros((m.threads, wmma_words(inst, "d")), np.uint32)
@@ -811,6 +817,15 @@ def run_wmma(m, data, warps: np.ndarray) -> None:
             _store_shared(m, inst, offset, words[32 * w:32 * w + 32], stride)
         else:
             wmma.store(inst, m.image(space), offset, words[32 * w:32 * w + 32], stride)
+
+
+def run_mma_sync(m, data, warps: np.ndarray, active: np.ndarray) -> None:
+    """``mma.sync`` for every warp whose lanes are active, in one stack."""
+    frags = {x: _read_fragment(m, data.frags[x]).reshape(-1, 32, wmma_words(data.inst, x)) for x in "abc"}
+    out = np.zeros((m.threads // 32, 32, wmma_words(data.inst, "d")), np.uint32)
+    live = np.flatnonzero(warps)
+    out[live] = mma_sync.mma_stack(data.inst, *(frags[x][live] for x in "abc"))
+    _write_fragment(m, data.frags["d"], out.reshape(m.threads, -1), active)
 
 
 def wmma_words(inst: WmmaMma, matrix: str) -> int:
@@ -866,5 +881,6 @@ HANDLERS = {
     "membar": Handler(check_fence, run_fence, "any"),
     "wgmma": Handler(check_wgmma, run_wgmma, "warpgroup"),
     "wmma": Handler(check_wmma, run_wmma, "warp"),
+    "mma": Handler(check_wmma, run_wmma, "warp"),
 }
 """Opcode root -> handler; every root in :data:`fastmma.ptx.syntax.SUPPORTED_ROOTS`."""
