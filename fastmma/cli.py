@@ -282,12 +282,12 @@ def _numerics(inst) -> str:
 
 
 def _cmd_explain(args) -> int:
-    from .isa import WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore
+    from .isa import MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore
     from .gemm import resolve_instruction
     from .isa import parse
 
     text = args.instruction
-    inst = parse(text) if text.strip().startswith(("wgmma", "wmma")) else resolve_instruction(text)
+    inst = parse(text) if text.strip().startswith(("wgmma", "wmma", "mma.")) else resolve_instruction(text)
     print(f"instruction: {inst}")
     print(f"kind: {type(inst).__name__} ({inst.opcode})")
     if isinstance(inst, WgmmaMmaAsync):
@@ -301,7 +301,7 @@ def _cmd_explain(args) -> int:
         print(f"immediates: imm-scale-a {inst.imm_scale_a}, imm-scale-b {inst.imm_scale_b}, "
               f"imm-trans-a {inst.imm_trans_a}, imm-trans-b {inst.imm_trans_b}")
         print(f"numerics: {_numerics(inst)}")
-    elif isinstance(inst, WmmaMma):
+    elif isinstance(inst, (WmmaMma, MmaSync)):
         s = inst.shape
         print(f"shape: M={s.m} N={s.n} K={s.k}; A .{inst.atype} ({inst.alayout}), B .{inst.btype} ({inst.blayout}), "
               f"C .{inst.ctype}, D .{inst.dtype}" + (f", rounding .{inst.rounding}" if inst.rounding else ""))

@@ -227,3 +227,19 @@ def test_ptx_errors_name_the_line_and_column(tmp_path):
     code, out, err = run("ptx", str(tmp_path / "bad.ptx"))
     assert code == 2 and err == "fastmma: error: line 1, column 9: register %r1 is not declared (.reg) and was " \
                                 "not given in registers=\n"
+
+
+def test_explain_mma_sync():
+    code, out, _ = run("explain", "m16n8k8.f32.tf32.tf32.f32")
+    assert code == 0
+    assert "MmaSync" in out and "registers: A 4, B 2, C 4, D 4" in out
+    assert "plus 8 products" in out and "applied" not in out  # one fused step of 8, unlike wmma's
+    code, out, _ = run("explain", "mma.sync.aligned.m16n8k16.row.col.f16.e4m3.e5m2.f16")
+    assert code == 0
+    assert "converted to f16" in out and "k % 4 in {0, 1}" in out and "to nearest even" in out
+
+
+def test_gemm_of_an_mma_sync_short_form():
+    code, out, err = run("gemm", "--instruction", "m16n8k32.f32.e4m3.e4m3.f32", "--size", "64")
+    assert code == 0, err
+    assert "mma.sync.aligned.row.col.m16n8k32.f32.e4m3.e4m3.f32" in out
