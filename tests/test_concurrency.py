@@ -1,7 +1,6 @@
 """Thread safety and determinism: the same inputs give the same bits from concurrent threads,
 with any number of numba threads, and in another process."""
 
-import hashlib
 import os
 import subprocess
 import sys

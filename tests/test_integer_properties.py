@@ -1,7 +1,6 @@
 """Integer and single-bit instructions against a plain numpy model (hypothesis)."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastmma

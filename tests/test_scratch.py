@@ -55,7 +55,7 @@ def test_the_smallest_free_buffer_that_fits_is_lent():
 
 def test_buffers_lent_at_once_do_not_overlap():
     pool = ScratchPool()
-    with pool.borrow(4096) as x:
+    with pool.borrow(4096):
         pass
     with pool.borrow(4096) as a, pool.borrow(4096) as b:
         a[:] = 1

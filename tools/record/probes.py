@@ -178,7 +178,6 @@ def random_wgmma_case(var, rng, mode, image_address=0, swizzle=None, base_offset
     samples of the mode, random C (and A registers)."""
     q = var["qualifiers"]
     n, k, atype, btype, dtype = q["n"], q["k"], q["atype"], q["btype"], q["dtype"]
-    is16 = atype in ("f16", "bf16")
     im = Image(image_address)
     parts = []
     for which, mn, t, trans in (("a", 64, atype, q["imm_trans_a"]), ("b", n, btype, q["imm_trans_b"])):
@@ -621,7 +620,6 @@ def _q4_cases(rng):
     out = []
     kindsA = [_f(1.0), qnan(0xA1), snan(0xA2), qnan(0xA3, True), _f(np.inf), _f(0.0), snan(0xA7, True), _f(2.0)]
     kindsB = [_f(1.0), qnan(0xB1), snan(0xB2), qnan(0xB3, True), _f(np.inf), _f(0.0), snan(0xB7, True), _f(-3.0)]
-    zero = np.zeros((8, 4), np.uint64)
 
     def table(cvals, label):
         A = np.zeros((8, 4), np.uint64)

@@ -165,7 +165,7 @@ def main():
             log(f"ERROR {job['out']}: {type(exc).__name__}: {exc}")
             continue
         dev_job = dict(dev, nvcc=job["meta"]["nvcc"])
-        path = common.write_recording(stage, job, arrs, res, dev_job)
+        common.write_recording(stage, job, arrs, res, dev_job)
         extra = f", bases {sorted(set(int(b) for b in res['bases']))}" if "bases" in res else ""
         log(f"{job['kind']:5s} {job['out']}: {int(np.sum(res['keep']))}/{len(res['keep'])} kept{extra} "
             f"({time.time() - t:.2f}s)")
