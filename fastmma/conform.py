@@ -38,7 +38,8 @@ ARRAYS = {
              "mode": ("iub", 1)},
     "wgmma": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
-    "mma": {"a_regs": ("u", 3), "b_regs": ("u", 3), "c_regs": ("u", 3), "d_regs": ("u", 3), "mode": ("iub", 1)},
+    "mma": {"a_regs": ("u", (3, 4)), "b_regs": ("u", (3, 4)), "c_regs": ("u", 3), "d_regs": ("u", 3),
+            "mode": ("iub", 1)},
 }
 #: meta.ptx of a wmma file, line by line: the instruction's class, its name in the ISA and
 #: the matrix it loads
@@ -137,6 +138,13 @@ def check_recording(arrays: dict, meta: dict) -> None:
                 f"array {name!r} must be {allowed} with {' or '.join(map(str, ndims))} dimensions and "
                 f"{'one entry per case (' + str(n) + ')' if n is not None else 'mode 1-D'} along the first, "
                 f"got dtype {x.dtype}, shape {x.shape}")
+    if family == "mma":
+        for name in ("a_regs", "b_regs"):
+            want = 4 if chain > 1 else 3
+            if arrays[name].ndim != want or (chain > 1 and arrays[name].shape[1] != chain):
+                raise ConformanceError(f"array {name!r} must have {want} dimensions"
+                                       + (f", a chain of {chain} along the second" if chain > 1 else "")
+                                       + f", got shape {arrays[name].shape}")
     if family == "wgmma":
         for name in ("a_desc", "b_desc"):
             if arrays[name].shape[1:] not in ((), (chain,)):
@@ -241,10 +249,15 @@ def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -
 
 
 def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
-    """One ``mma.sync`` per case, on the recorded A, B and C registers."""
+    """One ``mma.sync`` per case, on the recorded A, B and C registers; a chain (a warp's
+    k-loop) issues it once per step on that step's A and B, each D the next step's C."""
     inst = _instruction(meta["ptx"][0], MmaSync, "mma.sync")
+    chain = chain_length(meta)
     for i in range(len(arrays["mode"])):
-        d = mma_sync.mma(inst, arrays["a_regs"][i], arrays["b_regs"][i], arrays["c_regs"][i])
+        a, b = arrays["a_regs"][i], arrays["b_regs"][i]
+        d = arrays["c_regs"][i]
+        for j in range(chain):
+            d = mma_sync.mma(inst, a[j] if chain > 1 else a, b[j] if chain > 1 else b, d)
         _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
 
 

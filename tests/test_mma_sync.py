@@ -21,6 +21,7 @@ from fastmma.layout.wmma_fragments import pack_fragment, unpack_fragment
 
 Q10 = Path(__file__).parent / "golden" / "probes" / "q10_mma_sync"
 FILES = sorted(Q10.glob("*.npz"))
+Q11 = Path(__file__).parent / "golden" / "probes" / "q11_mma_sync_k_loop"
 
 
 def _load(path):
@@ -165,6 +166,27 @@ def test_fp8_recording_through_the_reference_kernels(path, monkeypatch):
     monkeypatch.setattr(kernels, "SMALL_KERNEL_MACS", -1)
     res = conform.check_file(path)
     assert res.error is None and res.ok, res.error or "\n".join(map(str, res.mismatches))
+
+
+@pytest.mark.parametrize("path", sorted(Q11.glob("*.npz")), ids=lambda p: p.stem)
+def test_q11_matmul_equals_the_recorded_k_loop(path):
+    """q11: a warp's k-loop of 16 ``mma.sync`` on one accumulator.  ``fastmma.matmul`` of the
+    whole A (16 x 16k) and B (16k x 8) the steps' registers hold, with the instruction's
+    short form, gives the D the GPU's loop ended with."""
+    arrays, meta = _load(path)
+    q = meta["qualifiers"]
+    assert q["chain"] == 16
+    layout = {x: fragment_layout(x, q["shape"], q[f"{x}type"]) for x in "abcd"}
+    short = f"{q['shape']}.{q['dtype']}.{q['atype']}.{q['btype']}.{q['ctype']}"
+    from_bits, to_bits = fastmma.formats.from_bits, fastmma.formats.to_bits
+    for i in range(len(arrays["mode"])):
+        A = np.concatenate([unpack_fragment(r, layout["a"]) for r in arrays["a_regs"][i]], axis=1)
+        B = np.concatenate([unpack_fragment(r, layout["b"]) for r in arrays["b_regs"][i]], axis=0)
+        C = unpack_fragment(arrays["c_regs"][i], layout["c"])
+        D = fastmma.matmul(from_bits(A, q["atype"]), from_bits(B, q["btype"]), from_bits(C, q["ctype"]),
+                           instruction=short + (".satfinite" if q["satfinite"] else ""))
+        want = unpack_fragment(arrays["d_regs"][i], layout["d"])
+        np.testing.assert_array_equal(to_bits(D, q["dtype"]), want, err_msg=f"case {i}")
 
 
 # ---------------------------------------------------------------- the rules, on hand-made operands

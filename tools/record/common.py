@@ -26,6 +26,8 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
     ("wmma", False): "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d",
     ("wmma", True): "wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d",
     ("mma", False): "registers a, b, c loaded from memory; mma.sync; registers d written to memory",
+    ("mma", True): "registers c loaded; (registers a, b of the step loaded; mma.sync, the previous D as C) "
+                   "x{chain}; registers d written to memory",
 }
 D_PREFILL = 0xA5
 
@@ -90,7 +92,7 @@ def mma_meta(job: dict, device: dict) -> dict:
     meta = dict(job["meta"])
     meta.update(device)
     meta.update({"format_version": 1, "family": "mma", "mode_legend": MODE_LEGEND,
-                 "sequence": sequence("mma", 1)})
+                 "sequence": sequence("mma", chain_of(job["meta"]))})
     return meta
 
 

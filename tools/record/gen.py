@@ -285,19 +285,28 @@ def _words_in(src, names, t):
 
 def mma_kernel(kname: str, var: dict) -> str:
     """One warp per case: every lane loads its A, B and C registers, issues the one
-    ``mma.sync`` and writes its D registers out."""
+    ``mma.sync`` and writes its D registers out.  A chain (``qualifiers.chain`` > 1, q11)
+    loads A and B again for each step ``j`` (``aregs[cs, j]``) and issues the instruction on
+    the previous step's D as C, each step in an inline-asm statement of its own."""
     T, R, W = var["types"], var["regs"], var["words"]
+    chain = common.chain_of(var)
     names = {x: _regs(x, R[x]) for x in "abcd"}
     decl = "\n".join(f"  {_kind(T[x])[0]} {', '.join(names[x])};" for x in "abcd")
-    loads = "\n".join(f"  {{ const u32* {x}w = {x}regs + ((size_t)cs * 32 + lane) * {W[x]};\n"
-                      + _words_in(f"{x}w", names[x], T[x]) + "\n  }" for x in "abc")
     nd, na, nb = R["d"], R["a"], R["b"]
     outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
-    ins = ", ".join(f'"{_kind(T[x])[1]}"({r})' for x in "abc" for r in names[x])
-    mma = (f'  asm volatile("{var["inst"]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
-           f'{_vec(nd + na + nb, R["c"])};"\n               : {outs} : {ins});')
-    store = (f"  {{ u32* dw = dregs + ((size_t)cs * 32 + lane) * {W['d']};\n"
-             + _words_out("dw", names["d"], T["d"], None) + "\n  }")
+    body = [f"  {{ const u32* cw = cregs + ((size_t)cs * 32 + lane) * {W['c']};\n"
+            + _words_in("cw", names["c"], T["c"]) + "\n  }"]
+    for j in range(chain):
+        body += [f"  {{ const u32* {x}w = {x}regs + (((size_t)cs * {chain} + {j}) * 32 + lane) * {W[x]};\n"
+                 + _words_in(f"{x}w", names[x], T[x]) + "\n  }" for x in "ab"]
+        acc = names["c"] if j == 0 else names["d"]
+        ins = ", ".join([f'"{_kind(T[x])[1]}"({r})' for x in "ab" for r in names[x]]
+                        + [f'"{_kind(T["c"])[1]}"({r})' for r in acc])
+        body.append(f'  asm volatile("{var["inst"]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
+                    f'{_vec(nd + na + nb, R["c"])};"\n               : {outs} : {ins});')
+    body.append(f"  {{ u32* dw = dregs + ((size_t)cs * 32 + lane) * {W['d']};\n"
+                + _words_out("dw", names["d"], T["d"], None) + "\n  }")
+    nl = "\n"
     return f"""
 extern "C" __global__ void __launch_bounds__(32)
 {kname}(const u32* __restrict__ aregs, const u32* __restrict__ bregs, const u32* __restrict__ cregs,
@@ -305,9 +314,7 @@ extern "C" __global__ void __launch_bounds__(32)
 {{
   const int cs = blockIdx.x, lane = threadIdx.x;
 {decl}
-{loads}
-{mma}
-{store}
+{nl.join(body)}
 }}
 """
 
@@ -377,11 +384,12 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
             j["meta"]["ptx"] = lines
             continue
-        if j["kind"] == "mma":
-            assert len(lines) == 1, lines
-            tmpl = re.sub(r"\{[^}]*\}, \{[^}]*\}, \{[^}]*\}, \{[^}]*\}", "D, A, B, C", lines[0])
-            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
-            j["meta"]["ptx"] = lines
+        if j["kind"] == "mma":  # a chain's steps are the same instruction on other registers
+            assert len(lines) == common.chain_of(j["meta"]), lines
+            for line in lines:
+                tmpl = re.sub(r"\{[^}]*\}, \{[^}]*\}, \{[^}]*\}, \{[^}]*\}", "D, A, B, C", line)
+                assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+            j["meta"]["ptx"] = lines[:1]
             continue
         chain = common.chain_of(j["meta"])
         assert len(lines) == 3 * chain + 2, lines

@@ -42,7 +42,7 @@ def mma_forms():
     return forms
 
 
-def mma_variant(shape, dtype, atype, btype, ctype, extra=""):
+def mma_variant(shape, dtype, atype, btype, ctype, extra="", chain=1):
     m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
     op = extra if extra in ("and", "xor") else None
     inst = f"mma.sync.aligned.{shape}.row.col"
@@ -50,7 +50,8 @@ def mma_variant(shape, dtype, atype, btype, ctype, extra=""):
     inst += ".satfinite" if extra == "satfinite" else ""
     inst += f".{dtype}.{atype}.{btype}.{ctype}"
     inst += f".{op}.popc" if op else ""
-    name = f"mma.{shape}.row.col.{dtype}.{atype}.{btype}.{ctype}" + (f".{extra}" if extra else "")
+    name = f"mma{f'.chain{chain}' if chain > 1 else ''}.{shape}.row.col.{dtype}.{atype}.{btype}.{ctype}"
+    name += f".{extra}" if extra else ""
     name += ".popc" if op else ""
     types = {"a": atype, "b": btype, "c": ctype, "d": dtype}
     layouts = {x: fragment_layout(x, shape, t) for x, t in types.items()}
@@ -58,14 +59,14 @@ def mma_variant(shape, dtype, atype, btype, ctype, extra=""):
     regs = {x: w // (2 if types[x] == "f64" else 1) for x, w in words.items()}
     q = {"alayout": "row", "atype": atype, "blayout": "col", "btype": btype, "ctype": ctype, "dtype": dtype,
          "k": k, "m": m, "n": n, "op": op, "rounding": "rn" if extra == "rn" else None,
-         "satfinite": extra == "satfinite", "shape": shape}
+         "satfinite": extra == "satfinite", "shape": shape, "chain": chain}
     return {"name": name, "qualifiers": q, "inst": inst, "regs": regs, "words": words, "types": types,
             "shape": shape, "ptx_template": [f"{inst} D, A, B, C;"]}
 
 
-def _matrices(var, rng, mode):
+def _matrices(var, rng, mode, chain=1):
     q, T = var["qualifiers"], var["types"]
-    m, n, k = q["m"], q["n"], q["k"]
+    m, n, k = q["m"], q["n"], q["k"] * chain
     A = sample(rng, T["a"], (m, k), mode, "ab", T["d"])
     B = sample(rng, T["b"], (k, n), mode, "ab", T["d"])
     C = sample(rng, T["c"], (m, n), mode, "c", T["d"])
@@ -87,16 +88,25 @@ def _cancel_c(A, B, T, rng):
     return bits.astype(ut)
 
 
-def mma_job(var, rng, modes, per_mode, out):
-    T = var["types"]
+def mma_job(var, rng, modes, per_mode, out, question=Q10):
+    """A chain (``qualifiers.chain`` > 1, a warp's k-loop) draws A (M x chain*k) and B
+    (chain*k x N) whole and gives step ``j`` columns (rows) ``j*k`` on of them:
+    ``a_regs[i, j]`` and ``b_regs[i, j]``."""
+    T, chain = var["types"], var["qualifiers"]["chain"]
     regs = {x: [] for x in "abc"}
     mode_list = []
     for mode in modes:
         for _ in range(per_mode):
-            mats = _matrices(var, rng, mode)
+            mats = _matrices(var, rng, mode, chain)
             for x, mat in zip("abc", mats):
                 lay = fragment_layout(x, var["shape"], T[x])
-                regs[x].append(pack_fragment(np.asarray(mat).astype(storage(T[x])), lay))
+                bits = np.asarray(mat).astype(storage(T[x]))
+                if x == "c" or chain == 1:
+                    regs[x].append(pack_fragment(bits, lay))
+                else:
+                    k = var["qualifiers"]["k"]
+                    steps = [bits[:, j * k:(j + 1) * k] if x == "a" else bits[j * k:(j + 1) * k] for j in range(chain)]
+                    regs[x].append(np.stack([pack_fragment(np.ascontiguousarray(t), lay) for t in steps]))
             mode_list.append(mode)
     n = len(mode_list)
     arrays = {f"{x}_regs": np.stack(regs[x]).astype(np.uint32) for x in "abc"}
@@ -106,7 +116,7 @@ def mma_job(var, rng, modes, per_mode, out):
         "split": "probe", "heldout_only_variant": _heldout("mma", var["name"]),
         "case_index": list(range(n)), "n_cases": n, "target": "sm_90a",
         "fragment_regs": var["regs"], "fragment_words": var["words"],
-        "probe_question": Q10, "case_labels": [""] * n,
+        "probe_question": question, "case_labels": [""] * n,
     }
     return {"kind": "mma", "kernel": _cid(var["name"]), "out": out, "meta": meta, "gen": var,
             "arrays": arrays}
@@ -124,4 +134,30 @@ def q10_jobs(rng):
         else:
             modes, per = (0, 1, 2, 3, 4, 5), 4
         jobs.append(mma_job(var, rng, modes, per, f"q10_mma_sync/{var['name']}.npz"))
+    return jobs
+
+
+Q11 = ("Q11: a warp's k-loop of 16 mma.sync on one accumulator (each step's D the next one's C): "
+       "does a loop of the instruction compute what one instruction after another computes?")
+
+#: the k-loops of q11: (shape, dtype, atype, btype, ctype, extra)
+Q11_FORMS = (
+    ("m16n8k16", "f32", "f16", "f16", "f32", ""),
+    ("m16n8k16", "f16", "f16", "f16", "f16", ""),
+    ("m16n8k16", "f32", "bf16", "bf16", "f32", ""),
+    ("m16n8k8", "f32", "tf32", "tf32", "f32", ""),
+    ("m16n8k32", "f32", "e4m3", "e4m3", "f32", ""),
+    ("m16n8k32", "f16", "e5m2", "e4m3", "f16", ""),
+    ("m16n8k16", "f32", "e4m3", "e5m2", "f32", ""),
+    ("m16n8k16", "f64", "f64", "f64", "f64", "rn"),
+    ("m16n8k32", "s32", "s8", "s8", "s32", "satfinite"),
+)
+
+
+def q11_jobs(rng):
+    jobs = []
+    for form in Q11_FORMS:
+        var = mma_variant(*form, chain=16)
+        modes = (0, 5) if var["types"]["a"] == "s8" else (0, 1, 2, 3, 4, 5)
+        jobs.append(mma_job(var, rng, modes, 2, f"q11_mma_sync_k_loop/{var['name']}.npz", Q11))
     return jobs
