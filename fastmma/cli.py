@@ -244,7 +244,8 @@ def _cmd_info(args) -> int:
           f"(set NUMBA_NUM_THREADS to change); machine: {platform.machine()}, {platform.processor() or '?'}")
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
-          "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1)")
+          "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16, bf16, tf32, "
+          "e4m3/e5m2, f64, s8/u8, s4/u4, b1)")
     root = Path(args.recordings) if args.recordings else default_recordings()
     if root is None:
         print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
@@ -255,10 +256,10 @@ def _cmd_info(args) -> int:
         tally = by_family.setdefault(_family_key(path.stem), [0, 0])
         tally[0] += res.passed if res.error is None else 0
         tally[1] += res.cases
-    print(f"recorded H100 cases passing ({root}):")
+    print(f"recorded cases passing ({root}):")
     for key in sorted(by_family):
         ok, total = by_family[key]
-        print(f"  {key:<28} {ok:>5} / {total}")
+        print(f"  {key:<36} {ok:>5} / {total}")
     return 0
 
 
@@ -268,6 +269,10 @@ def _family_key(stem: str) -> str:
         rest = parts[2:] if parts[1] == "chain4" else parts[1:]
         types = ".".join(rest[1:4])
         return f"wgmma {types}" + (" chain4" if parts[1] == "chain4" else "")
+    if parts[0] == "mma":
+        chain = parts[1] if parts[1].startswith("chain") else None
+        rest = parts[2:] if chain else parts[1:]
+        return f"mma {rest[0]} {'.'.join(rest[3:6])}" + (f" {chain}" if chain else "")
     return f"wmma {parts[1]} {parts[4]}.{parts[6]}"
 
 

@@ -1,5 +1,6 @@
 """The command line: each command's output, and one-line errors with exit status 2."""
 
+import re
 import subprocess
 import sys
 
@@ -243,3 +244,10 @@ def test_gemm_of_an_mma_sync_short_form():
     code, out, err = run("gemm", "--instruction", "m16n8k32.f32.e4m3.e4m3.f32", "--size", "64")
     assert code == 0, err
     assert "mma.sync.aligned.row.col.m16n8k32.f32.e4m3.e4m3.f32" in out
+
+
+def test_info_counts_mma_sync_recordings(capsys, golden_dir):
+    assert main(["info", "--recordings", str(golden_dir / "probes" / "q11_mma_sync_k_loop")]) == 0
+    out = capsys.readouterr().out
+    assert "mma.sync (f16, bf16, tf32, e4m3/e5m2, f64" in out
+    assert re.search(r"mma m16n8k32 f32\.e4m3\.e4m3 chain16 +12 / 12", out)
