@@ -390,3 +390,29 @@ def test_ptx_interpreter_checks_mma_sync_operands():
                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {d0, d1, d2, d3}, {a0, a1, a2, a3}, {b0}, "
                 "{c0, c1, c2, c3};")
     assert err.value.line == 2 and "b" in str(err.value)
+
+
+def test_add_nearest_ignores_a_callers_flush_to_zero():
+    """A calling thread may have set flush-to-zero and denormals-are-zero (a library built
+    with fast-math does): the addition of C still keeps subnormal operands and results."""
+    from numba import njit
+
+    from fastmma.kernels.fp_env import HAS_MXCSR, MXCSR_NEAREST, write_mxcsr
+
+    if not HAS_MXCSR:
+        pytest.skip("x86 only")
+
+    @njit
+    def set_mxcsr(x):
+        write_mxcsr(np.int32(x))
+
+    x = np.array([2.0 ** -140, 2.0 ** -126, -2.0 ** -149, 1.0], np.float32)
+    y = np.array([2.0 ** -141, -2.0 ** -127, 0.0, 2.0 ** -149], np.float32)
+    want = (x.astype(np.float64) + y.astype(np.float64)).astype(np.float32).view(np.uint32)
+    set_mxcsr(MXCSR_NEAREST | 0x8040)  # flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+    try:
+        got = add_nearest(x.view(np.uint32), y.view(np.uint32), "f32")
+    finally:
+        set_mxcsr(MXCSR_NEAREST)
+    np.testing.assert_array_equal(got, want)
+    assert got[0] != 0 and got[2] == 0x80000001

@@ -53,7 +53,7 @@ def _add_f32(p, c, out):
 def _f16_bits(s):
     """f16 bits of a float64 ``s`` that is the exact sum of two finite f16 values, rounded to
     nearest even (overflow to infinity)."""
-    sign = np.uint16(0x8000) if s < 0 or (s == 0 and np.signbit(s)) else np.uint16(0)
+    sign = np.uint16(0x8000) if np.signbit(s) else np.uint16(0)
     a = abs(s)
     if a >= 65520.0:
         return sign | np.uint16(0x7C00)
