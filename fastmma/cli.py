@@ -245,7 +245,7 @@ def _cmd_info(args) -> int:
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16, bf16, tf32, "
-          "e4m3/e5m2, f64, s8/u8, s4/u4, b1)")
+          "e4m3/e5m2, f64, s8/u8, s4/u4, b1), ldmatrix/stmatrix (.m8n8 .b16)")
     root = Path(args.recordings) if args.recordings else default_recordings()
     if root is None:
         print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
@@ -269,6 +269,8 @@ def _family_key(stem: str) -> str:
         rest = parts[2:] if parts[1] == "chain4" else parts[1:]
         types = ".".join(rest[1:4])
         return f"wgmma {types}" + (" chain4" if parts[1] == "chain4" else "")
+    if parts[0] in ("ldmatrix", "stmatrix"):
+        return " ".join((parts[0], ".".join(parts[1:])))
     if parts[0] == "mma":
         chain = parts[1] if parts[1].startswith("chain") else None
         rest = parts[2:] if chain else parts[1:]

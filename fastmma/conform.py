@@ -5,7 +5,8 @@ Every recorded case is executed as a user would: wmma cases through
 fragment and the stored memory compared; a chain's k-steps in turn, each D the next C),
 wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
 scale-d on the first), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
-registers.
+registers, ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
+and addresses.
 Every output bit is compared; a case passes only if all of them match.  The format is
 described in tests/golden/FORMAT.md.
 """
@@ -20,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import mma_sync, wgmma, wmma
+from . import ldmatrix, mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
-from .isa import MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from .isa import Ldmatrix, MmaSync, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
-FAMILIES = ("wmma", "wgmma", "mma")
+FAMILIES = ("wmma", "wgmma", "mma", "ldmatrix", "stmatrix")
 WMMA_PREFILL = 0xA5
 
 #: The arrays each family's files hold (FORMAT.md): name -> (dtype kinds, dimensions with
@@ -40,6 +41,9 @@ ARRAYS = {
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
     "mma": {"a_regs": ("u", (3, 4)), "b_regs": ("u", (3, 4)), "c_regs": ("u", 3), "d_regs": ("u", 3),
             "mode": ("iub", 1)},
+    "ldmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "mode": ("iub", 1)},
+    "stmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "smem_after": ("u", 2),
+                 "mode": ("iub", 1)},
 }
 #: meta.ptx of a wmma file, line by line: the instruction's class, its name in the ISA and
 #: the matrix it loads
@@ -116,8 +120,8 @@ def check_recording(arrays: dict, meta: dict) -> None:
     ptx = meta.get("ptx")
     if not isinstance(ptx, list) or not all(isinstance(t, str) for t in ptx):
         raise ConformanceError(f"meta.ptx must be a list of instruction strings, got {ptx!r:.80}")
-    if family == "mma" and len(ptx) != 1:
-        raise ConformanceError(f"meta.ptx of an mma file holds its one mma.sync, got {len(ptx)} lines")
+    if family in ("mma", "ldmatrix", "stmatrix") and len(ptx) != 1:
+        raise ConformanceError(f"meta.ptx of an {family} file holds its one instruction, got {len(ptx)} lines")
     if family == "wmma" and len(ptx) != len(WMMA_PTX):
         raise ConformanceError(f"meta.ptx of a wmma file holds load a, load b, load c, mma and store "
                                f"({len(WMMA_PTX)} lines), got {len(ptx)}")
@@ -261,6 +265,23 @@ def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> 
         _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
 
 
+def replay_ldmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """Each case's ``ldmatrix`` on its image and lane addresses, against the registers."""
+    inst = _instruction(meta["ptx"][0].split(" ")[0], Ldmatrix, "ldmatrix")
+    for i in range(len(arrays["mode"])):
+        regs = ldmatrix.ldmatrix(inst, arrays["smem"][i], arrays["addresses"][i])
+        _compare(result, i, "regs", arrays["regs"][i], regs, limit)
+
+
+def replay_stmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """Each case's ``stmatrix`` of its registers into a copy of its image, against the image after."""
+    inst = _instruction(meta["ptx"][0].split(" ")[0], Stmatrix, "stmatrix")
+    for i in range(len(arrays["mode"])):
+        smem = arrays["smem"][i].copy()
+        ldmatrix.stmatrix(inst, smem, arrays["addresses"][i], arrays["regs"][i])
+        _compare(result, i, "smem_after", arrays["smem_after"][i], smem, limit)
+
+
 def image_bases(meta: dict, n: int) -> list[int]:
     """Shared address of each case's image, modulo 1024 (all the swizzles see): from
     ``smem_base_observed``, one value for the file or one per case; 0 when absent."""
@@ -285,7 +306,9 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
-        {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma}[family](arrays, meta, result, limit)
+        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma, "ldmatrix": replay_ldmatrix,
+                  "stmatrix": replay_stmatrix}
+        replay[family](arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     return result

@@ -251,3 +251,10 @@ def test_info_counts_mma_sync_recordings(capsys, golden_dir):
     out = capsys.readouterr().out
     assert "mma.sync (f16, bf16, tf32, e4m3/e5m2, f64" in out
     assert re.search(r"mma m16n8k32 f32\.e4m3\.e4m3 chain16 +12 / 12", out)
+
+
+def test_info_counts_ldmatrix_recordings(capsys, golden_dir):
+    assert main(["info", "--recordings", str(golden_dir / "probes" / "q12_ldmatrix_stmatrix")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"stmatrix m8n8\.x4\.trans\.b16 +8 / 8", out)
+    assert re.search(r"ldmatrix m8n8\.x4\.trans\.generic\.b16 +8 / 8", out)

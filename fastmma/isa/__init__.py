@@ -1,10 +1,13 @@
-"""The ISA layer: which wgmma / wmma / mma instructions exist, parsed into immutable objects."""
+"""The ISA layer: which wgmma / wmma / mma / ldmatrix / stmatrix instructions exist, parsed into
+immutable objects."""
 
 from .instruction import (
     Instruction,
+    Ldmatrix,
     MmaSync,
     Operand,
     Shape,
+    Stmatrix,
     WgmmaCommitGroup,
     WgmmaFence,
     WgmmaMmaAsync,
@@ -19,5 +22,5 @@ from .parser import parse
 __all__ = [
     "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaFence", "WgmmaCommitGroup",
     "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "FusedDotRule", "IntDotRule", "PopcRule",
-    "FmaChainRule", "ConvertedF16Rule",
+    "FmaChainRule", "ConvertedF16Rule", "Ldmatrix", "Stmatrix",
 ]

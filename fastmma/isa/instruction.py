@@ -253,3 +253,39 @@ class MmaSync(Instruction):
     def fragment_words(self, matrix: str) -> int:
         """32-bit words per thread (an f64 register is two words)."""
         return self.fragment_regs(matrix) * (2 if self.atype == "f64" else 1)
+
+
+@dataclass(frozen=True)
+class Ldmatrix(Instruction):
+    """``ldmatrix.sync.aligned.m8n8.num{.trans}{.ss}.b16 r, [p]`` (PTX ISA 9.7.14.5.15): a warp
+    loads ``num`` 8x8 matrices of 16-bit elements from shared memory, lane ``8i + r`` giving
+    the address of row ``r`` of matrix ``i``; each lane receives one register of each."""
+
+    shape: str = "m8n8"
+    num: int = 1
+    trans: bool = False
+    state_space: str | None = None
+    type: str = "b16"
+    family = "ldmatrix"
+
+    @property
+    def regs(self) -> int:
+        """Registers per lane: one of each matrix."""
+        return self.num
+
+
+@dataclass(frozen=True)
+class Stmatrix(Instruction):
+    """``stmatrix.sync.aligned.m8n8.num{.trans}{.ss}.b16 [p], r`` (PTX ISA 9.7.14.5.16): the
+    reverse of :class:`Ldmatrix`, each lane's registers to the rows the lanes address."""
+
+    shape: str = "m8n8"
+    num: int = 1
+    trans: bool = False
+    state_space: str | None = None
+    type: str = "b16"
+    family = "stmatrix"
+
+    @property
+    def regs(self) -> int:
+        return self.num

@@ -20,9 +20,11 @@ from ..errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstruc
 from . import tables
 from .instruction import (
     Instruction,
+    Ldmatrix,
     MmaSync,
     Operand,
     Shape,
+    Stmatrix,
     WgmmaCommitGroup,
     WgmmaFence,
     WgmmaMmaAsync,
@@ -33,12 +35,13 @@ from .instruction import (
 )
 
 _SHAPE_RE = re.compile(r"^m(\d+)n(\d+)k(\d+)$")
+_MATRIX_SHAPE_RE = re.compile(r"^m(\d+)n(\d+)$")  # ldmatrix / stmatrix
 _IDENT_RE = re.compile(r"^[A-Za-z_$%][\w$%]*$")
 _INT_RE = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?$")
 
 OPCODES = (
     "wgmma.mma_async", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
-    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma",
+    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma", "ldmatrix", "stmatrix",
 )
 
 
@@ -172,7 +175,14 @@ def _classify(tok: str) -> str:
         return tok
     if _SHAPE_RE.match(tok):
         return "shape"
-    for kind, values in (("layout", tables.LAYOUTS), ("type", tables.TYPES),
+    if _MATRIX_SHAPE_RE.match(tok):
+        return "mshape"
+    if tok in tables.MATRIX_MOVE.nums:
+        return "num"
+    if tok == "trans":
+        return "trans"
+    for kind, values in (("layout", tables.LAYOUTS),
+                         ("type", tables.TYPES + tables.MATRIX_MOVE.types + tables.MATRIX_MOVE_OTHER_TYPES),
                          ("rounding", tables.ROUNDINGS), ("op", tables.BIT_OPS),
                          ("ss", tables.STATE_SPACES)):
         if tok in values:
@@ -191,6 +201,8 @@ _ALLOWED = {
     "wgmma.commit_group": ("sync", "aligned"),
     "wgmma.wait_group": ("sync", "aligned"),
     "mma": ("sync", "aligned", "layout", "shape", "type", "satfinite", "rounding", "op", "popc"),
+    "ldmatrix": ("sync", "aligned", "mshape", "num", "trans", "ss", "type"),
+    "stmatrix": ("sync", "aligned", "mshape", "num", "trans", "ss", "type"),
 }
 
 
@@ -233,6 +245,7 @@ _KIND_NAMES = {
     "sync": ".sync", "aligned": ".aligned", "shape": ".shape", "type": "type qualifiers",
     "layout": ".row/.col", "satfinite": ".satfinite", "rounding": ".rn/.rz/.rm/.rp",
     "op": ".and/.xor", "popc": ".popc", "ss": ".global/.shared/.shared::cta",
+    "mshape": ".m8n8", "num": ".x1/.x2/.x4", "trans": ".trans",
 }
 
 
@@ -287,6 +300,8 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
     if parts[0] == "mma":
         _refuse_unmodelled_mma(parts, name)
         return "mma", parts[1:]
+    if parts[0] in ("ldmatrix", "stmatrix"):
+        return parts[0], parts[1:]
     if len(parts) >= 2 and parts[0] == "wgmma":
         if parts[1] == "mma_async" and len(parts) > 2 and parts[2] == "sp":
             raise UnsupportedInstructionError(
@@ -644,6 +659,52 @@ def _build_mma(opcode, quals, operands, text):
     return inst
 
 
+# ---------------------------------------------------------------- ldmatrix / stmatrix
+
+
+def _build_matrix_move(opcode, quals, operands, text):
+    """``ldmatrix`` / ``stmatrix.sync.aligned.m8n8.num{.trans}{.ss}.b16`` (PTX ISA
+    9.7.14.5.15-16), validated against ``tables.MATRIX_MOVE`` (the forms ptxas takes for
+    sm_90a); operands ``r, [p]`` (ldmatrix) or ``[p], r`` (stmatrix), ``r`` a vector of
+    ``.num`` 32-bit registers."""
+    row = tables.MATRIX_MOVE
+    shape = quals.one("mshape", "shape")
+    if shape not in row.shapes:
+        got = f".{shape}" if shape else "none"
+        raise _fail(f"{opcode} needs the shape {_choices(row.shapes)} on sm_90a (.m16n16 / .m16n8 are sm_100+); "
+                    f"got {got}")
+    num = quals.one("num", ".num")
+    if num is None:
+        raise _fail(f"{opcode} needs .num: one of {_choices(row.nums)} (how many 8x8 matrices)")
+    types = quals.get("type")
+    if types != ["b16"]:
+        raise _fail(f"{opcode}.{shape} needs one type qualifier, {_choices(row.types)} on sm_90a; got "
+                    f"{_choices(types) or 'none'}")
+    ss = quals.one("ss", "state space")
+    if ss is not None and ss not in row.state_spaces:
+        raise _fail(f"{opcode} reads or writes shared memory: state space {_choices(row.state_spaces)} or none "
+                    f"(a generic address), got .{ss}")
+    cls = Ldmatrix if opcode == "ldmatrix" else Stmatrix
+    inst = cls(opcode, text, operands, shape=shape, num=int(num[1:]), trans=bool(quals.get("trans")),
+               state_space=ss, type=types[0])
+    if operands is not None:
+        _matrix_move_operands(inst, operands)
+    return inst
+
+
+def _matrix_move_operands(inst, ops) -> None:
+    load = isinstance(inst, Ldmatrix)
+    form = "r, [p]" if load else "[p], r"
+    if len(ops) != 2:
+        raise _fail(f"{inst.opcode} takes operands {form}; got {len(ops)}")
+    vec, addr = ops if load else ops[::-1]
+    if addr.kind != "address":
+        raise _fail(f"{inst.opcode}: the address operand must be [p], got {addr.text!r}")
+    if vec.kind != "vector" or len(vec.regs) != inst.regs:
+        raise _fail(f"{inst.opcode} .x{inst.num}: r must be a vector of {inst.regs} 32-bit registers, got "
+                    f"{vec.text!r}")
+
+
 _BUILDERS = {
     "wgmma.mma_async": _build_wgmma_mma,
     "wgmma.fence": _build_wgmma_plain,
@@ -653,4 +714,6 @@ _BUILDERS = {
     "wmma.load": _build_wmma_memory,
     "wmma.store": _build_wmma_memory,
     "mma": _build_mma,
+    "ldmatrix": _build_matrix_move,
+    "stmatrix": _build_matrix_move,
 }

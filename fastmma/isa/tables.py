@@ -221,3 +221,25 @@ def mma_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
     if elem_type == "f64":
         return rows * cols // 32
     return rows * cols * MMA_ELEM_BITS[elem_type] // 1024
+
+
+# ---------------------------------------------------------------- ldmatrix / stmatrix
+
+
+@dataclass(frozen=True)
+class MatrixMoveRow:
+    """``ldmatrix`` / ``stmatrix`` as ptxas -arch=sm_90a (CUDA 13.0) accepts them (PTX ISA
+    9.7.14.5.15-16; the ``.m16n16`` / ``.m16n8`` ``.b8`` and packed 6/4-bit forms are sm_100+):
+    ``.num`` 8x8 matrices of 16-bit elements, one 16-byte row an address, optionally
+    transposed, from or to shared memory (``.shared``, ``.shared::cta``, or a generic address
+    that falls in it)."""
+
+    shapes: tuple[str, ...] = ("m8n8",)
+    nums: tuple[str, ...] = ("x1", "x2", "x4")
+    types: tuple[str, ...] = ("b16",)
+    state_spaces: tuple[str, ...] = ("shared", "shared::cta")
+
+
+MATRIX_MOVE = MatrixMoveRow()
+#: Type qualifiers of the matrix moves in other targets' forms, recognised to be refused by name.
+MATRIX_MOVE_OTHER_TYPES = ("b8",)

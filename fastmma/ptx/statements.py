@@ -51,6 +51,9 @@ statement acts on shared state and runs when any thread's guard holds.
   :func:`fastmma.isa.parse`, executed per warp by :mod:`fastmma.wmma`.
 * ``mma.sync`` (9.7.14.5.14): parsed the same way, executed for every active warp in one
   call of :func:`fastmma.mma_sync.mma_stack`.
+* ``ldmatrix``, ``stmatrix`` (9.7.14.5.15-16): each lane's address, in shared memory (or a
+  generic one that falls there), through :mod:`fastmma.ldmatrix`, every active warp in one
+  call; in a warpgroup a stmatrix row is a generic-proxy write (``write_smem``).
 """
 
 from __future__ import annotations
@@ -62,10 +65,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .. import mma_sync, wmma
+from .. import ldmatrix, mma_sync, wmma
 from ..errors import (AlignmentError, HazardError, InvalidInstructionError, MemoryBoundsError, PTXSyntaxError,
                       UnsupportedInstructionError)
-from ..isa import MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from ..isa import Ldmatrix, MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 from ..layout.wmma_memory import default_stride, leading_dimension, matrix_dims
 from ..formats import get_format
 from .checker import CONSTANTS, Checker, located
@@ -860,6 +863,53 @@ def _store_shared(m, inst: WmmaStore, offset: int, words: np.ndarray, stride) ->
         m.warpgroup.write_smem(start, scratch[start:start + lead * nbytes])
 
 
+# ---------------------------------------------------------------------- ldmatrix, stmatrix
+
+
+def check_matrix_move(ck: Checker, instr: Instr):
+    """``ldmatrix ... r, [p]`` / ``stmatrix ... [p], r``: ``r`` a vector of ``.num`` 32-bit
+    registers, ``p`` an address in shared memory (or generic)."""
+    _resolve_names(ck, instr)
+    inst0 = isa_parse(ck, instr.opcode, instr)
+    load = isinstance(inst0, Ldmatrix)
+    _vector(ck, instr, 0 if load else 1, inst0.num, "r")
+    inst = isa_parse(ck, instr.text, instr)
+    if not instr.args:
+        raise ck.fail(f"{instr.opcode} takes operands {'r, [p]' if load else '[p], r'}", instr)
+    vec, address = instr.args if load else instr.args[::-1]
+    _widths(ck, vec, 32, "r")
+    return SimpleNamespace(inst=inst, load=load, regs=Fragment(tuple(i.name for i in vec.items), False),
+                           address=_check_address(ck, address, inst.state_space))
+
+
+def run_matrix_move(m, data, warps: np.ndarray) -> None:
+    inst, live = data.inst, np.flatnonzero(warps)
+    space = _space(inst.state_space)
+    address = _address_values(m, data.address, space)
+    shared, offsets = m.locate_threads(address, space)
+    used = np.zeros((m.threads // 32, 32), bool)
+    used[live, :8 * inst.num] = True
+    if (outside := used.ravel() & ~shared).any():
+        t = int(np.argmax(outside))
+        raise MemoryBoundsError(f"{inst.opcode}: thread {t}'s address {int(address[t]):#x} is not in shared memory "
+                                "(PTX ISA: a generic address must fall in the shared window)")
+    lanes = offsets.view(np.int64).reshape(-1, 32)[live]
+    active = np.repeat(warps, 32)
+    if data.load:
+        out = np.zeros((m.threads // 32, 32, inst.num), np.uint32)
+        out[live] = ldmatrix.ldmatrix(inst, m.image("shared"), lanes)
+        _write_fragment(m, data.regs, out.reshape(m.threads, -1), active)
+        return
+    words = _read_fragment(m, data.regs).reshape(-1, 32, inst.num)[live]
+    if m.warpgroup is None:
+        ldmatrix.stmatrix(inst, m.image("shared"), lanes, words)
+        return
+    scratch = m.warpgroup.smem.copy()  # every check on the copy first; then the rows, in order, as generic writes
+    ldmatrix.stmatrix(inst, scratch, lanes, words)
+    for start in lanes[:, :8 * inst.num].ravel():
+        m.warpgroup.write_smem(int(start), scratch[start:start + 16])
+
+
 # ---------------------------------------------------------------------- the table
 
 
@@ -882,5 +932,7 @@ HANDLERS = {
     "wgmma": Handler(check_wgmma, run_wgmma, "warpgroup"),
     "wmma": Handler(check_wmma, run_wmma, "warp"),
     "mma": Handler(check_wmma, run_wmma, "warp"),
+    "ldmatrix": Handler(check_matrix_move, run_matrix_move, "warp"),
+    "stmatrix": Handler(check_matrix_move, run_matrix_move, "warp"),
 }
 """Opcode root -> handler; every root in :data:`fastmma.ptx.syntax.SUPPORTED_ROOTS`."""

@@ -34,7 +34,7 @@ from .lexer import Token, tokenize
 from .values import KNOWN_UNSUPPORTED_TYPES, Literal, parse_literal, ptx_type
 
 SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not", "bra", "ld",
-                   "st", "fence", "membar", "wgmma", "wmma", "mma")
+                   "st", "fence", "membar", "wgmma", "wmma", "mma", "ldmatrix", "stmatrix")
 """Opcodes (their part before the first dot) that fastmma.ptx executes, in some forms."""
 
 MAX_RANGE = 1 << 16
@@ -332,7 +332,7 @@ class _Parser:
                 f"{op.text.split('.')[0]} ({op.text}) is not supported; fastmma.ptx executes mov, "
                 "setp, integer add/sub/mul/mad/shl/shr/and/or/xor/not, bra, ld, st, fence.proxy.async, "
                 "wgmma.fence/mma_async/commit_group/wait_group, "
-                "wmma.load/mma/store and mma.sync", op)
+                "wmma.load/mma/store, mma.sync, ldmatrix and stmatrix", op)
         args = []
         if not self.at(";"):
             args.append(self.operand())

@@ -26,6 +26,9 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
     ("wmma", False): "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d",
     ("wmma", True): "wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d",
     ("mma", False): "registers a, b, c loaded from memory; mma.sync; registers d written to memory",
+    ("ldmatrix", False): "image copied into shared memory; __syncwarp; ldmatrix; registers written to memory",
+    ("stmatrix", False): "image copied into shared memory; __syncwarp; registers read; stmatrix; __syncwarp; "
+                         "shared memory copied out",
     ("mma", True): "registers c loaded; (registers a, b of the step loaded; mma.sync, the previous D as C) "
                    "x{chain}; registers d written to memory",
 }
@@ -89,10 +92,11 @@ def wmma_meta(job: dict, device: dict) -> dict:
 
 
 def mma_meta(job: dict, device: dict) -> dict:
+    """The meta of an mma, ldmatrix or stmatrix file (the family is the job's kind)."""
     meta = dict(job["meta"])
     meta.update(device)
-    meta.update({"format_version": 1, "family": "mma", "mode_legend": MODE_LEGEND,
-                 "sequence": sequence("mma", chain_of(job["meta"]))})
+    meta.update({"format_version": 1, "family": job["kind"], "mode_legend": MODE_LEGEND,
+                 "sequence": sequence(job["kind"], chain_of(job["meta"]))})
     return meta
 
 
@@ -141,6 +145,11 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
     elif job["kind"] == "mma":
         out = {k: arrays[k][sel] for k in ("a_regs", "b_regs", "c_regs", "mode")}
         out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]
+        meta = mma_meta(job, device)
+    elif job["kind"] in ("ldmatrix", "stmatrix"):
+        out = {k: arrays[k][sel] for k in ("smem", "addresses", "mode", "regs") if k in arrays}
+        key = "regs" if job["kind"] == "ldmatrix" else "smem_after"
+        out[key] = np.asarray(result[key])[sel]
         meta = mma_meta(job, device)
     else:
         out = {k: arrays[k][sel] for k in ("a_mem", "b_mem", "c_mem", "lda", "ldb", "ldc", "ldd", "mode")}

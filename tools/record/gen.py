@@ -319,6 +319,47 @@ extern "C" __global__ void __launch_bounds__(32)
 """
 
 
+def matrix_move_kernel(kname: str, var: dict) -> str:
+    """One warp per case: the image copied into shared memory, then the one ``ldmatrix`` (its
+    registers written out) or ``stmatrix`` (the registers read in, the image copied back out),
+    each lane's address the shared address of the image plus ``addresses[cs, lane]`` (a generic
+    address for the form without a state space)."""
+    num, ld = var["num"], var["op"] == "ldmatrix"
+    regs = ", ".join(f"r{i}" for i in range(num))
+    vec = _vec(0 if ld else 1, num)
+    if var["generic"]:
+        addr, cons = "(u64)(smem + off)", "l"
+    else:
+        addr, cons = "(u32)__cvta_generic_to_shared(smem + off)", "r"
+    if ld:
+        outs = ", ".join(f'"=r"(r{i})' for i in range(num))
+        asm = f'  asm volatile("{var["inst"]} {vec}, [%{num}];" : {outs} : "{cons}"({addr}) : "memory");'
+        io = "\n".join(f"  out[((size_t)cs * 32 + lane) * {num} + {i}] = r{i};" for i in range(num))
+        before, after = "", io + "\n  (void)image_out;"
+    else:
+        ins = ", ".join(f'"r"(r{i})' for i in range(num))
+        asm = f'  asm volatile("{var["inst"]} [%0], {vec};" :: "{cons}"({addr}), {ins} : "memory");'
+        before = "\n".join(f"  r{i} = in[((size_t)cs * 32 + lane) * {num} + {i}];" for i in range(num))
+        after = ("  __syncwarp();\n  for (int j = lane; j < S; j += 32) image_out[(size_t)cs * S + j] = smem[j];\n"
+                 "  (void)out;")
+    return f"""
+extern "C" __global__ void __launch_bounds__(32)
+{kname}(const u8* __restrict__ image, int S, const int* __restrict__ addresses, const u32* __restrict__ in,
+        u32* __restrict__ out, u8* __restrict__ image_out)
+{{
+  extern __shared__ __align__(1024) u8 smem[];
+  const int cs = blockIdx.x, lane = threadIdx.x;
+  for (int j = lane; j < S; j += 32) smem[j] = image[(size_t)cs * S + j];
+  __syncwarp();
+  const int off = addresses[cs * 32 + lane];
+  u32 {regs};
+{before}
+{asm}
+{after}
+}}
+"""
+
+
 # ----------------------------------------------------------------------------------------------
 # build
 # ----------------------------------------------------------------------------------------------
@@ -334,7 +375,7 @@ def extract_ptx(ptx_text: str) -> dict:
         lines = []
         for line in body.splitlines():
             s = " ".join(line.strip().split())
-            if s.startswith(("wgmma.mma_async", "wmma.", "mma.", "setp.ne.b32 p,")):
+            if s.startswith(("wgmma.mma_async", "wmma.", "mma.", "ldmatrix.", "stmatrix.", "setp.ne.b32 p,")):
                 lines.append(s)
         out[name] = lines
     return out
@@ -353,7 +394,8 @@ def generate(jobs) -> str:
         if j["kernel"] in done:
             continue
         done.add(j["kernel"])
-        gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel}[j["kind"]]
+        gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel,
+               "ldmatrix": matrix_move_kernel, "stmatrix": matrix_move_kernel}[j["kind"]]
         src.append(gen(j["kernel"], j["gen"]))
     return "\n".join(src)
 
@@ -382,6 +424,12 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (p|1)\b", "{D}, A, B, p", line)
                 assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
+            j["meta"]["ptx"] = lines
+            continue
+        if j["kind"] in ("ldmatrix", "stmatrix"):
+            assert len(lines) == 1, lines
+            tmpl = re.sub(r"\{[^}]*\}", "{R}", re.sub(r"\[[^\]]*\]", "[P]", lines[0]))
+            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
             j["meta"]["ptx"] = lines
             continue
         if j["kind"] == "mma":  # a chain's steps are the same instruction on other registers

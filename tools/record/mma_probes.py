@@ -161,3 +161,49 @@ def q11_jobs(rng):
         modes = (0, 5) if var["types"]["a"] == "s8" else (0, 1, 2, 3, 4, 5)
         jobs.append(mma_job(var, rng, modes, 2, f"q11_mma_sync_k_loop/{var['name']}.npz", Q11))
     return jobs
+
+
+# ----------------------------------------------------------------------------------------------
+# Question 12: ldmatrix / stmatrix
+# ----------------------------------------------------------------------------------------------
+
+Q12 = ("Q12: ldmatrix / stmatrix .m8n8 .b16 (PTX ISA 9.7.14.5.15-16) on sm_90a: which lane's address "
+       "names which row, and which register of which lane holds which elements, plain and .trans")
+
+SMEM_BYTES = 2048
+
+
+def matrix_move_variant(op, num, trans, space=".shared"):
+    inst = f"{op}.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}{space}.b16"
+    name = f"{op}.m8n8.x{num}{'.trans' if trans else ''}{'' if space else '.generic'}.b16"
+    q = {"shape": "m8n8", "num": num, "trans": trans, "state_space": space.lstrip(".") or None, "type": "b16",
+         "chain": 1}
+    tmpl = f"{inst} {{R}}, [P];" if op == "ldmatrix" else f"{inst} [P], {{R}};"
+    return {"name": name, "op": op, "num": num, "inst": inst, "generic": not space, "qualifiers": q,
+            "ptx_template": [tmpl]}
+
+
+def matrix_move_job(var, rng, cases=8):
+    n, num = cases, var["num"]
+    smem = rng.integers(0, 256, size=(n, SMEM_BYTES), dtype=np.uint8)
+    addresses = np.empty((n, 32), np.int32)
+    for i in range(n):  # distinct rows for the lanes that give one; the others any row
+        rows = rng.permutation(SMEM_BYTES // 16)
+        addresses[i] = 16 * np.concatenate([rows[:8 * num], rng.integers(0, SMEM_BYTES // 16, 32 - 8 * num)])
+    arrays = {"smem": smem, "addresses": addresses, "mode": np.full(n, 0, np.uint8)}
+    if var["op"] == "stmatrix":
+        arrays["regs"] = rng.integers(0, 1 << 32, size=(n, 32, num), dtype=np.uint64).astype(np.uint32)
+    meta = {
+        "variant": var["name"], "qualifiers": var["qualifiers"], "ptx_template": var["ptx_template"],
+        "split": "probe", "heldout_only_variant": True, "case_index": list(range(n)), "n_cases": n,
+        "target": "sm_90a", "probe_question": Q12, "case_labels": [""] * n,
+    }
+    return {"kind": var["op"], "kernel": _cid(var["name"]), "out": f"q12_ldmatrix_stmatrix/{var['name']}.npz",
+            "meta": meta, "gen": var, "arrays": arrays}
+
+
+def q12_jobs(rng):
+    jobs = [matrix_move_job(matrix_move_variant(op, num, trans), rng)
+            for op in ("ldmatrix", "stmatrix") for num in (1, 2, 4) for trans in (False, True)]
+    jobs.append(matrix_move_job(matrix_move_variant("ldmatrix", 4, True, space=""), rng))
+    return jobs

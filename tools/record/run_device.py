@@ -112,6 +112,25 @@ def run_mma(fn, job, arrs):
     return {"d_regs": outs[0], "keep": keep}
 
 
+def run_matrix_move(fn, job, arrs):
+    """Twice, with the same bits required: ldmatrix's registers, or stmatrix's image after."""
+    smem, addresses = arrs["smem"], arrs["addresses"]
+    n, S = smem.shape
+    num = job["meta"]["qualifiers"]["num"]
+    regs_in = arrs.get("regs", np.zeros((n, 32, num), np.uint32))
+    g = {k: cp.asarray(np.ascontiguousarray(v)) for k, v in (("img", smem), ("addr", addresses), ("in", regs_in))}
+    runs = []
+    for _ in range(2):
+        out = cp.full((n, 32, num), 0xDEADBEEF, dtype=cp.uint32)
+        image_out = cp.zeros((n, S), dtype=cp.uint8)
+        fn((n,), (32,), (g["img"], np.int32(S), g["addr"], g["in"], out, image_out), shared_mem=S)
+        cp.cuda.runtime.deviceSynchronize()
+        runs.append({"regs": cp.asnumpy(out), "smem_after": cp.asnumpy(image_out)})
+    key = "regs" if job["kind"] == "ldmatrix" else "smem_after"
+    keep = (runs[0][key] == runs[1][key]).reshape(n, -1).all(axis=1)
+    return {key: runs[0][key], "keep": keep}
+
+
 def run_dup(fn, job, arrs):
     n = len(arrs["a_mask"])
     W = job["meta"]["fragment_words"]
@@ -155,6 +174,8 @@ def main():
                 res = run_wmma(fn, job, arrs)
             elif job["kind"] == "mma":
                 res = run_mma(fn, job, arrs)
+            elif job["kind"] in ("ldmatrix", "stmatrix"):
+                res = run_matrix_move(fn, job, arrs)
             else:
                 res = run_dup(fn, job, arrs)
                 dups.append((job, arrs, res))
