@@ -6,6 +6,7 @@ Entry points:
 * :func:`fastmma.mma` - one wgmma, wmma or mma instruction on logical matrices;
 * :mod:`fastmma.wmma` - ``wmma.load`` / ``wmma.mma`` / ``wmma.store`` on warp fragments;
 * :mod:`fastmma.mma_sync` - ``mma.sync`` on warp fragments;
+* :mod:`fastmma.ldmatrix` - ``ldmatrix`` / ``stmatrix`` between a shared-memory image and warp registers;
 * :mod:`fastmma.wgmma` - one ``wgmma.mma_async`` on warpgroup registers and shared memory;
 * :class:`fastmma.Warpgroup` - a warpgroup's registers, shared memory and async groups;
 * :func:`fastmma.parse` - PTX instruction text into an instruction object.
@@ -17,7 +18,7 @@ from .codegen import prefer_full_width
 prefer_full_width()  # before any kernel is defined: numba builds its code generator then
 kernel_cache.install()  # before any kernel is defined: numba picks each one's cache locator then
 
-from . import errors, formats, isa, mma_sync, wgmma, wmma  # noqa: E402
+from . import errors, formats, isa, ldmatrix, mma_sync, wgmma, wmma  # noqa: E402
 from .errors import FastmmaError  # noqa: E402
 from .gemm import matmul  # noqa: E402
 from .isa import parse  # noqa: E402
@@ -26,4 +27,4 @@ from .warpgroup import Warpgroup  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "mma", "parse", "Warpgroup", "wmma", "mma_sync", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]
+__all__ = ["matmul", "mma", "parse", "Warpgroup", "wmma", "mma_sync", "ldmatrix", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]
