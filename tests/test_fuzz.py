@@ -28,12 +28,16 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list
 GOLDEN = Path(__file__).parent / "golden"
 
 
+PARSED = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix")
+
+
 def recorded_texts():
     texts = set()
-    for path in sorted(GOLDEN.glob("*/*.npz"))[::7]:
+    paths = sorted(GOLDEN.glob("*/*.npz"))[::7] + sorted(GOLDEN.glob("probes/q1[02]_*/*.npz"))[::4]
+    for path in paths:
         with np.load(path) as d:
             meta = json.loads(bytes(d["meta"]).decode())
-        texts.update(t for t in meta["ptx"] if t.startswith(("wgmma", "wmma")))
+        texts.update(t for t in meta["ptx"] if t.startswith(PARSED))
     return sorted(texts) + ["wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
                             "wgmma.wait_group.sync.aligned 1;"]
 
@@ -41,7 +45,8 @@ def recorded_texts():
 VALID_TEXTS = recorded_texts()
 VOCAB = (list(tables.TYPES) + list(tables.LAYOUTS) + list(tables.ROUNDINGS) + list(tables.BIT_OPS)
          + ["sync", "aligned", "satfinite", "popc", "global", "shared", "shared::cta", "m64n8k16", "m16n16k16",
-            "m64n256k32", "m8n8k4", "m0n0k0", "m99999999999n1k1", "a", "b", "c", "d", "sp", ""])
+            "m64n256k32", "m8n8k4", "m0n0k0", "m99999999999n1k1", "a", "b", "c", "d", "sp", "",
+            "m16n8k16", "m16n8k32", "m8n8", "m16n16", "x1", "x2", "x4", "trans", "b16", "b8", "kind::f8f6f4", "rn"])
 NOISE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 
 
@@ -87,7 +92,7 @@ def test_parser_accepts_or_raises_its_own_errors(text):
         assert _is_ours(exc), f"{type(exc).__name__}: {exc} for {text!r}"
         assert str(exc)
     else:
-        assert inst.opcode.startswith(("wgmma", "wmma"))
+        assert inst.opcode.startswith(PARSED)
 
 
 @FUZZ
