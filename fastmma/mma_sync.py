@@ -19,21 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import MmaSync
-from .kernels import execute, execute_stack
-from .layout import register_file
 from .layout.mma_fragments import fragment_layout
-from .layout.wmma_fragments import pack_fragment, unpack_fragment
-from .mma import as_instruction, broadcast_stacks, flat_stack
-
-WARP_SIZE = 32
+from .mma import as_instruction
+from .wmma import mma_on_fragments, mma_stack_on_fragments
 
 
 def mma(instruction, a, b, c) -> np.ndarray:
     """``mma.sync``: the D fragment ``uint32[32, words]`` from the A, B and C fragments."""
-    inst = as_instruction(instruction, (MmaSync,))
-    mats = _matrices(inst, a, b, c, stack=False)
-    d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
-    return pack_fragment(d, fragment_layout("d", str(inst.shape), inst.dtype))
+    return mma_on_fragments(as_instruction(instruction, (MmaSync,)), a, b, c, fragment_layout)
 
 
 def mma_stack(instruction, a, b, c) -> np.ndarray:
@@ -41,21 +34,4 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     ``uint32[..., 32, words]`` whose leading (stack) dimensions broadcast together as
     numpy's do, and D is ``uint32[..., 32, words]`` over them, each warp's bit for bit what
     :func:`mma` gives it."""
-    inst = as_instruction(instruction, (MmaSync,))
-    mats = _matrices(inst, a, b, c, stack=True)
-    batch = broadcast_stacks({name: x.shape[:-2] for name, x in mats.items()},
-                             "the stack dimensions (all but the last two of a, b and c)")
-    d = execute_stack(inst.rule, *(flat_stack(mats[name], batch) for name in "abc"), inst.atype, inst.btype,
-                      inst.ctype, inst.dtype)
-    d_layout = fragment_layout("d", str(inst.shape), inst.dtype)
-    return pack_fragment(d, d_layout).reshape(batch + (WARP_SIZE, d_layout.words))
-
-
-def _matrices(inst: MmaSync, a, b, c, *, stack: bool) -> dict:
-    """The A, B and C element bits the fragments hold (each checked to be ``uint32[32,
-    words]``, or a stack of them where ``stack``)."""
-    mats = {}
-    for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
-        layout = fragment_layout(name, str(inst.shape), elem)
-        mats[name] = unpack_fragment(register_file(frag, WARP_SIZE, layout.words, name, stack=stack), layout)
-    return mats
+    return mma_stack_on_fragments(as_instruction(instruction, (MmaSync,)), a, b, c, fragment_layout)

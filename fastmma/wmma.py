@@ -77,10 +77,7 @@ def load_stack(instruction, mem, offset, stride=None, *, isa_strict: bool = Fals
 
 def mma(instruction, a, b, c) -> np.ndarray:
     """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments."""
-    inst = as_instruction(instruction, (WmmaMma,))
-    mats = _matrices(inst, a, b, c, stack=False)
-    d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
-    return pack_fragment(d, fragment_layout("d", str(inst.shape), inst.dtype))
+    return mma_on_fragments(as_instruction(instruction, (WmmaMma,)), a, b, c, fragment_layout)
 
 
 def mma_stack(instruction, a, b, c) -> np.ndarray:
@@ -90,22 +87,34 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     ``uint32[..., 32, words]`` over them, each warp's bit for bit what :func:`mma` gives it.
     The instruction runs through the stack kernels (:func:`fastmma.kernels.execute_stack`),
     so the fixed cost of a call is paid once for the stack, not for each warp."""
-    inst = as_instruction(instruction, (WmmaMma,))
-    mats = _matrices(inst, a, b, c, stack=True)
+    return mma_stack_on_fragments(as_instruction(instruction, (WmmaMma,)), a, b, c, fragment_layout)
+
+
+def mma_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
+    """A warp-level mma (``wmma.mma`` or ``mma.sync``) on fragments, its elements placed by
+    ``layout_of(matrix, shape, elem_type)`` (the instruction family's fragment maps)."""
+    mats = _matrices(inst, a, b, c, layout_of, stack=False)
+    d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
+    return pack_fragment(d, layout_of("d", str(inst.shape), inst.dtype))
+
+
+def mma_stack_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
+    """:func:`mma_on_fragments` for a stack of warps, through the stack kernels."""
+    mats = _matrices(inst, a, b, c, layout_of, stack=True)
     batch = broadcast_stacks({name: x.shape[:-2] for name, x in mats.items()},
                              "the stack dimensions (all but the last two of a, b and c)")
     d = execute_stack(inst.rule, *(flat_stack(mats[name], batch) for name in "abc"), inst.atype, inst.btype,
                       inst.ctype, inst.dtype)
-    d_layout = fragment_layout("d", str(inst.shape), inst.dtype)
+    d_layout = layout_of("d", str(inst.shape), inst.dtype)
     return pack_fragment(d, d_layout).reshape(batch + (WARP_SIZE, d_layout.words))
 
 
-def _matrices(inst: WmmaMma, a, b, c, *, stack: bool) -> dict:
+def _matrices(inst, a, b, c, layout_of, *, stack: bool) -> dict:
     """The A, B and C element bits that the fragments hold (checked to be ``uint32[32,
     words]``, or stacks of them where ``stack``)."""
     mats = {}
     for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
-        layout = fragment_layout(name, str(inst.shape), elem)
+        layout = layout_of(name, str(inst.shape), elem)
         mats[name] = unpack_fragment(register_file(frag, WARP_SIZE, layout.words, name, stack=stack), layout)
     return mats
 

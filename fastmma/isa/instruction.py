@@ -194,8 +194,9 @@ class WmmaStore(Instruction):
 
 
 @dataclass(frozen=True)
-class WmmaMma(Instruction):
-    """``wmma.mma``: D = A · B + C across a warp, on fragments."""
+class _WarpMma(Instruction):
+    """What ``wmma.mma`` and ``mma.sync`` share: a warp's D = A · B + C on fragments, their
+    qualifiers, and fragment sizes from a table of registers per thread (:meth:`_regs`)."""
 
     alayout: str = "row"
     blayout: str = "col"
@@ -207,48 +208,13 @@ class WmmaMma(Instruction):
     satfinite: bool = False
     rounding: str | None = None
     op: str | None = None
-    family = "wmma"
 
-    @property
-    def rule(self):
-        return numerics.wmma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
-                                  self.op, self.rounding)
-
-    def fragment_regs(self, matrix: str) -> int:
-        elem = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[matrix]
-        return tables.wmma_fragment_regs(matrix, str(self.shape), elem)
-
-    def fragment_words(self, matrix: str) -> int:
-        return self.fragment_regs(matrix) * (2 if self.atype == "f64" else 1)
-
-
-@dataclass(frozen=True)
-class MmaSync(Instruction):
-    """``mma.sync.aligned``: D (M×N) = A (M×K) · B (K×N) + C across a warp, on fragments
-    in registers (PTX ISA 9.7.14.5).  ``rounding`` is ``"rn"`` for .f64 (its only and
-    default mode) and ``None`` otherwise; ``op`` is .and/.xor for .b1."""
-
-    shape: Shape = Shape(16, 8, 16)
-    alayout: str = "row"
-    blayout: str = "col"
-    dtype: str = "f32"
-    atype: str = "f16"
-    btype: str = "f16"
-    ctype: str = "f32"
-    satfinite: bool = False
-    rounding: str | None = None
-    op: str | None = None
-    family = "mma"
-
-    @property
-    def rule(self):
-        return numerics.mma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
-                                 self.op, self.rounding)
+    _regs = staticmethod(tables.wmma_fragment_regs)
 
     def fragment_regs(self, matrix: str) -> int:
         """Registers per thread of the ``matrix`` ("a", "b", "c" or "d") fragment."""
         elem = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[matrix]
-        return tables.mma_fragment_regs(matrix, str(self.shape), elem)
+        return self._regs(matrix, str(self.shape), elem)
 
     def fragment_words(self, matrix: str) -> int:
         """32-bit words per thread (an f64 register is two words)."""
@@ -256,17 +222,43 @@ class MmaSync(Instruction):
 
 
 @dataclass(frozen=True)
-class Ldmatrix(Instruction):
-    """``ldmatrix.sync.aligned.m8n8.num{.trans}{.ss}.b16 r, [p]`` (PTX ISA 9.7.14.5.15): a warp
-    loads ``num`` 8x8 matrices of 16-bit elements from shared memory, lane ``8i + r`` giving
-    the address of row ``r`` of matrix ``i``; each lane receives one register of each."""
+class WmmaMma(_WarpMma):
+    """``wmma.mma``: D = A · B + C across a warp, on fragments."""
+
+    family = "wmma"
+
+    @property
+    def rule(self):
+        return numerics.wmma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
+                                  self.op, self.rounding)
+
+
+@dataclass(frozen=True)
+class MmaSync(_WarpMma):
+    """``mma.sync.aligned``: D (M×N) = A (M×K) · B (K×N) + C across a warp, on fragments
+    in registers (PTX ISA 9.7.14.5).  ``rounding`` is ``"rn"`` for .f64 (its only and
+    default mode) and ``None`` otherwise; ``op`` is .and/.xor for .b1."""
+
+    shape: Shape = Shape(16, 8, 16)
+    family = "mma"
+    _regs = staticmethod(tables.mma_fragment_regs)
+
+    @property
+    def rule(self):
+        return numerics.mma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
+                                 self.op, self.rounding)
+
+
+@dataclass(frozen=True)
+class _MatrixMove(Instruction):
+    """What ``ldmatrix`` and ``stmatrix`` share: ``num`` 8x8 matrices of 16-bit elements,
+    optionally transposed, one register of each per lane."""
 
     shape: str = "m8n8"
     num: int = 1
     trans: bool = False
     state_space: str | None = None
     type: str = "b16"
-    family = "ldmatrix"
 
     @property
     def regs(self) -> int:
@@ -275,17 +267,17 @@ class Ldmatrix(Instruction):
 
 
 @dataclass(frozen=True)
-class Stmatrix(Instruction):
+class Ldmatrix(_MatrixMove):
+    """``ldmatrix.sync.aligned.m8n8.num{.trans}{.ss}.b16 r, [p]`` (PTX ISA 9.7.14.5.15): a warp
+    loads ``num`` 8x8 matrices of 16-bit elements from shared memory, lane ``8i + r`` giving
+    the address of row ``r`` of matrix ``i``; each lane receives one register of each."""
+
+    family = "ldmatrix"
+
+
+@dataclass(frozen=True)
+class Stmatrix(_MatrixMove):
     """``stmatrix.sync.aligned.m8n8.num{.trans}{.ss}.b16 [p], r`` (PTX ISA 9.7.14.5.16): the
     reverse of :class:`Ldmatrix`, each lane's registers to the rows the lanes address."""
 
-    shape: str = "m8n8"
-    num: int = 1
-    trans: bool = False
-    state_space: str | None = None
-    type: str = "b16"
     family = "stmatrix"
-
-    @property
-    def regs(self) -> int:
-        return self.num
