@@ -253,6 +253,20 @@ def _describe_allowed(kinds) -> str:
     return ", ".join(_KIND_NAMES[k] for k in kinds)
 
 
+def _bit_op(quals, row, what: str) -> str | None:
+    """``.op.popc``: required, with ``.op`` in ``row.ops``, on a single-bit (.b1) row of the
+    instruction ``what``; refused on every other row."""
+    op = quals.one("op", ".op")
+    popc = bool(quals.get("popc"))
+    if row.ops:
+        if op not in row.ops or not popc:
+            raise _fail(f"single-bit {what} needs .op.popc with .op in {_choices(row.ops)}; got "
+                        f"{('.' + op) if op else 'no .op'}{'' if popc else ' and no .popc'}")
+    elif op or popc:
+        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) {what}, not on {row.name}")
+    return op
+
+
 # ---------------------------------------------------------------- opcode dispatch
 
 
@@ -384,13 +398,7 @@ def _build_wgmma_mma(opcode, quals, operands, text):
     satfinite = bool(quals.get("satfinite"))
     if satfinite and not row.satfinite:
         raise _fail(f".satfinite is only valid on integer (.s8/.u8) wgmma.mma_async, not on {row.name}")
-    op = quals.one("op", ".op")
-    if row.ops:
-        if op not in row.ops or not quals.get("popc"):
-            raise _fail(f"single-bit wgmma.mma_async needs .op.popc with .op in {_choices(row.ops)}; "
-                        f"got {('.' + op) if op else 'no .op'}{'' if quals.get('popc') else ' and no .popc'}")
-    elif op or quals.get("popc"):
-        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) wgmma.mma_async")
+    op = _bit_op(quals, row, "wgmma.mma_async")
     inst = WgmmaMmaAsync(opcode, text, operands, shape=shape, dtype=dtype, atype=atype, btype=btype,
                          satfinite=satfinite, op=op)
     return _wgmma_operands(inst, row, operands) if operands is not None else inst
@@ -494,12 +502,7 @@ def _build_wmma_mma(opcode, quals, operands, text):
     rounding = quals.one("rounding", "rounding modifier")
     if rounding and not row.roundings:
         raise _fail(f"rounding modifier .{rounding} is only valid on .f64 wmma.mma")
-    op = quals.one("op", ".op")
-    if row.ops:
-        if op not in row.ops or not quals.get("popc"):
-            raise _fail(f"single-bit wmma.mma needs .op.popc with .op in {_choices(row.ops)}")
-    elif op or quals.get("popc"):
-        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) wmma.mma")
+    op = _bit_op(quals, row, "wmma.mma")
     inst = WmmaMma(opcode, text, operands, alayout=alayout, blayout=blayout, shape=shape, dtype=dtype,
                    atype=atype, btype=btype, ctype=ctype, satfinite=satfinite,
                    rounding=(rounding or "rn") if row.roundings else None, op=op)
@@ -619,13 +622,7 @@ def _mma_modifiers(quals, row) -> tuple[bool, str | None, str | None]:
         where = "; ".join(f"{_choices(r.roundings)} on {r.name}" for r in tables.MMA_TYPE_ROWS if r.roundings)
         raise _fail(f"rounding modifier .{rounding} is not valid on {row.name} mma.sync; rounding modifiers "
                     f"allowed: {where} only")
-    op = quals.one("op", ".op")
-    if row.ops:
-        if op not in row.ops or not quals.get("popc"):
-            raise _fail(f"{row.name} mma.sync needs .op.popc with .op in {_choices(row.ops)}; got "
-                        f"{('.' + op) if op else 'no .op'}{'' if quals.get('popc') else ' and no .popc'}")
-    elif op or quals.get("popc"):
-        raise _fail(f".{op or 'popc'} is only valid on single-bit (.b1) mma.sync, not on {row.name}")
+    op = _bit_op(quals, row, "mma.sync")
     return satfinite, (rounding or "rn") if row.roundings else None, op
 
 
