@@ -241,17 +241,24 @@ def test_stack_of_wmma(benchmark, record_instruction, text):
     float32 product, per tile."""
     inst = fastmma.parse(text)
     tiles = [_random(inst.shape, *WMMA_CASES[text]) for _ in range(2)]  # two different tiles, alternating
-    frags = [_fragments(inst, A, B, C) for A, B, C in tiles]
+    short = f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
+    _time_stack_of_warps(benchmark, record_instruction, inst, tiles, fastmma.wmma, fragment_layout, short)
+
+
+def _time_stack_of_warps(benchmark, record_instruction, inst, tiles, module, layout_of, short):
+    """``module.mma_stack`` (``fastmma.wmma`` or ``fastmma.mma_sync``) on :data:`STACK` warps
+    holding the ``tiles`` in turn (fragments placed by ``layout_of``), checked against one
+    call each and recorded per instruction beside numpy's stacked float32 product, per tile."""
+    frags = [_fragments(inst, A, B, C, layout_of) for A, B, C in tiles]
     a, b, c = (np.stack([frags[i % 2][j] for i in range(STACK)]) for j in range(3))
-    got = fastmma.wmma.mma_stack(inst, a, b, c)  # compiles or loads the kernels
+    got = module.mma_stack(inst, a, b, c)  # compiles or loads the kernels
     for i in (0, 1, STACK - 1):
-        assert np.array_equal(got[i], fastmma.wmma.mma(inst, a[i], b[i], c[i]))
-    benchmark.pedantic(fastmma.wmma.mma_stack, args=(inst, a, b, c), rounds=10, iterations=1, warmup_rounds=1)
+        assert np.array_equal(got[i], module.mma(inst, a[i], b[i], c[i]))
+    benchmark.pedantic(module.mma_stack, args=(inst, a, b, c), rounds=10, iterations=1, warmup_rounds=1)
     A, B = (np.stack([tiles[i % 2][j] for i in range(STACK)]).astype(np.float32) for j in range(2))
     numpy_s = _best_seconds(lambda: A @ B, 20)
-    short = f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}"
-    record_instruction(short, f"wmma.mma_stack, a stack of {STACK}", benchmark.stats.stats.min / STACK,
-                       numpy_s / STACK, None)
+    record_instruction(short, f"{module.__name__.split('.')[-1]}.mma_stack, a stack of {STACK}",
+                       benchmark.stats.stats.min / STACK, numpy_s / STACK, None)
 
 
 #: wmma.load and wmma.store of a stack of warps
@@ -357,13 +364,5 @@ def test_stack_of_mma_sync(benchmark, record_instruction, text):
     inst = fastmma.parse(text)
     dtype, acc, _ = MMA_SYNC_CASES[text]
     tiles = [_random(inst.shape, dtype, acc) for _ in range(2)]  # two different tiles, alternating
-    frags = [_fragments(inst, A, B, C, mma_fragment_layout) for A, B, C in tiles]
-    a, b, c = (np.stack([frags[i % 2][j] for i in range(STACK)]) for j in range(3))
-    got = fastmma.mma_sync.mma_stack(inst, a, b, c)  # compiles or loads the kernels
-    for i in (0, 1, STACK - 1):
-        assert np.array_equal(got[i], fastmma.mma_sync.mma(inst, a[i], b[i], c[i]))
-    benchmark.pedantic(fastmma.mma_sync.mma_stack, args=(inst, a, b, c), rounds=10, iterations=1, warmup_rounds=1)
-    A, B = (np.stack([tiles[i % 2][j] for i in range(STACK)]).astype(np.float32) for j in range(2))
-    numpy_s = _best_seconds(lambda: A @ B, 20)
-    record_instruction(_mma_sync_short(inst), f"mma_sync.mma_stack, a stack of {STACK}",
-                       benchmark.stats.stats.min / STACK, numpy_s / STACK, None)
+    _time_stack_of_warps(benchmark, record_instruction, inst, tiles, fastmma.mma_sync, mma_fragment_layout,
+                         _mma_sync_short(inst))

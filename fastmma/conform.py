@@ -267,7 +267,7 @@ def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> 
 
 def replay_ldmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """Each case's ``ldmatrix`` on its image and lane addresses, against the registers."""
-    inst = _instruction(meta["ptx"][0].split(" ")[0], Ldmatrix, "ldmatrix")
+    inst = _instruction(meta["ptx"][0], Ldmatrix, "ldmatrix")
     for i in range(len(arrays["mode"])):
         regs = ldmatrix.ldmatrix(inst, arrays["smem"][i], arrays["addresses"][i])
         _compare(result, i, "regs", arrays["regs"][i], regs, limit)
@@ -275,7 +275,7 @@ def replay_ldmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8
 
 def replay_stmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """Each case's ``stmatrix`` of its registers into a copy of its image, against the image after."""
-    inst = _instruction(meta["ptx"][0].split(" ")[0], Stmatrix, "stmatrix")
+    inst = _instruction(meta["ptx"][0], Stmatrix, "stmatrix")
     for i in range(len(arrays["mode"])):
         smem = arrays["smem"][i].copy()
         ldmatrix.stmatrix(inst, smem, arrays["addresses"][i], arrays["regs"][i])

@@ -76,16 +76,23 @@ def test_recordings_are_present():
     assert families == {"ldmatrix", "stmatrix"}
 
 
+def _tiles(seed, size):
+    """A random f16 A (16 x 16) and B (16 x 8), and a shared-memory image of ``size`` bytes
+    holding A row-major at byte 0 and B's transpose (8 rows of 16) at byte 512."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((16, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 8)).astype(np.float16)
+    smem = np.zeros(size, np.uint8)
+    smem[:512] = A.view(np.uint8).ravel()
+    smem[512:768] = np.ascontiguousarray(B.T).view(np.uint8).ravel()
+    return A, B, smem
+
+
 def test_ldmatrix_x4_gives_mma_sync_fragments():
     """The classic use: a row-major 16x16 f16 A in shared memory, lane l addressing row l % 16
     at column 8 * (l // 16), and ``ldmatrix.x4`` hands each lane its m16n8k16 A registers; B
     stored as its transpose (8 rows of 16) and ``.x2`` gives B's."""
-    rng = np.random.default_rng(1)
-    A = rng.standard_normal((16, 16)).astype(np.float16)
-    B = rng.standard_normal((16, 8)).astype(np.float16)
-    smem = np.zeros(1024, np.uint8)
-    smem[:512] = A.view(np.uint8).ravel()
-    smem[512:768] = np.ascontiguousarray(B.T).view(np.uint8).ravel()
+    A, B, smem = _tiles(1, 1024)
     lanes = np.arange(32)
     a = lm.ldmatrix("ldmatrix.sync.aligned.m8n8.x4.shared.b16", smem, (lanes % 16) * 32 + (lanes // 16) * 16)
     b = lm.ldmatrix("ldmatrix.sync.aligned.m8n8.x2.shared.b16", smem, 512 + (lanes % 8) * 32 + (lanes // 8 % 2) * 16)
@@ -165,12 +172,7 @@ def test_ptx_ldmatrix_then_mma_then_stmatrix():
     """A warp loads A and B with ldmatrix from a .shared variable, multiplies with mma.sync,
     and stores nothing but its inputs back transposed with stmatrix: every step against the
     module functions."""
-    rng = np.random.default_rng(11)
-    A = rng.standard_normal((16, 16)).astype(np.float16)
-    B = rng.standard_normal((16, 8)).astype(np.float16)
-    smem = np.zeros(2048, np.uint8)
-    smem[:512] = A.view(np.uint8).ravel()
-    smem[512:768] = np.ascontiguousarray(B.T).view(np.uint8).ravel()
+    A, B, smem = _tiles(11, 2048)
     m = ptx.run("""
         .reg .b32 a<4>, b<2>, d<4>, lane, rowa, cola, rowb, cola2, pa, pb, pc;
         mov.u32 lane, %laneid;
