@@ -29,6 +29,7 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
     ("ldmatrix", False): "image copied into shared memory; __syncwarp; ldmatrix; registers written to memory",
     ("stmatrix", False): "image copied into shared memory; __syncwarp; registers read; stmatrix; __syncwarp; "
                          "shared memory copied out",
+    ("movmatrix", False): "register a loaded from memory; movmatrix; register d written to memory",
     ("mma", True): "registers c loaded; (registers a, b of the step loaded; mma.sync, the previous D as C) "
                    "x{chain}; registers d written to memory",
 }
@@ -92,7 +93,7 @@ def wmma_meta(job: dict, device: dict) -> dict:
 
 
 def mma_meta(job: dict, device: dict) -> dict:
-    """The meta of an mma, ldmatrix or stmatrix file (the family is the job's kind)."""
+    """The meta of an mma, ldmatrix, stmatrix or movmatrix file (the family is the job's kind)."""
     meta = dict(job["meta"])
     meta.update(device)
     meta.update({"format_version": 1, "family": job["kind"], "mode_legend": MODE_LEGEND,
@@ -116,7 +117,7 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
     """Write one FORMAT v1 file from a job, its inputs and the device's outputs.
 
     result (wgmma): d_regs [n,128,ND], bases [n], dyn_bytes, fills, keep (bool [n])
-    result (mma):   d_regs [n,32,WD], keep (bool [n])
+    result (mma):   d_regs [n,32,WD], keep (bool [n])  (movmatrix: d_regs [n,32,1])
     result (wmma):  a_frag, b_frag, c_frag, d_frag [n,32,w], d_mem [n, width], keep (bool [n])
     Cases with keep False (outputs that differed between runs) are dropped and listed in
     meta.dropped_cases.
@@ -144,6 +145,10 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
                           result["dyn_bytes"], result["fills"])
     elif job["kind"] == "mma":
         out = {k: arrays[k][sel] for k in ("a_regs", "b_regs", "c_regs", "mode")}
+        out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]
+        meta = mma_meta(job, device)
+    elif job["kind"] == "movmatrix":
+        out = {k: arrays[k][sel] for k in ("a_regs", "mode")}
         out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]
         meta = mma_meta(job, device)
     elif job["kind"] in ("ldmatrix", "stmatrix"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import common
-from fastmma import conform, mma_sync, wmma
+from fastmma import conform, ldmatrix, mma_sync, wmma
 from fastmma.isa import parse
 
 FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_version": "-",
@@ -75,6 +75,23 @@ def fake_mma(job, arrs):
     return {"d_regs": d, "keep": [True] * len(arrs["mode"])}
 
 
+def fake_matrix_move(job, arrs):
+    """ldmatrix's registers or stmatrix's image after, case by case."""
+    inst = parse(job["meta"]["ptx"][0])
+    if job["kind"] == "ldmatrix":
+        regs = np.stack([ldmatrix.ldmatrix(inst, s, a) for s, a in zip(arrs["smem"], arrs["addresses"])])
+        return {"regs": regs, "keep": [True] * len(arrs["mode"])}
+    after = arrs["smem"].copy()
+    for i in range(len(after)):
+        ldmatrix.stmatrix(inst, after[i], arrs["addresses"][i], arrs["regs"][i])
+    return {"smem_after": after, "keep": [True] * len(arrs["mode"])}
+
+
+def fake_movmatrix(job, arrs):
+    d = ldmatrix.movmatrix(parse(job["meta"]["ptx"][0]), arrs["a_regs"])
+    return {"d_regs": d, "keep": [True] * len(arrs["mode"])}
+
+
 def run(build: Path) -> None:
     jobs = json.loads((build / "jobs.json").read_text())
     bundle = np.load(build / "jobs.npz")
@@ -88,6 +105,10 @@ def run(build: Path) -> None:
             common.write_recording(out, job, arrs, fake_wmma(job, arrs), FAKE_DEVICE)
         elif job["kind"] == "mma":
             common.write_recording(out, job, arrs, fake_mma(job, arrs), FAKE_DEVICE)
+        elif job["kind"] in ("ldmatrix", "stmatrix"):
+            common.write_recording(out, job, arrs, fake_matrix_move(job, arrs), FAKE_DEVICE)
+        elif job["kind"] == "movmatrix":
+            common.write_recording(out, job, arrs, fake_movmatrix(job, arrs), FAKE_DEVICE)
         else:
             dups.append((job, arrs, fake_wmma(job, arrs, dup=True)))
     if dups:

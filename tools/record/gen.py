@@ -360,6 +360,22 @@ extern "C" __global__ void __launch_bounds__(32)
 """
 
 
+def movmatrix_kernel(kname: str, var: dict) -> str:
+    """One warp per case: each lane's source register loaded from memory, the one
+    ``movmatrix``, its destination register written out."""
+    return f"""
+extern "C" __global__ void __launch_bounds__(32)
+{kname}(const u32* __restrict__ in, u32* __restrict__ out)
+{{
+  const int cs = blockIdx.x, lane = threadIdx.x;
+  const u32 a = in[cs * 32 + lane];
+  u32 d;
+  asm volatile("{var["inst"]} %0, %1;" : "=r"(d) : "r"(a));
+  out[cs * 32 + lane] = d;
+}}
+"""
+
+
 # ----------------------------------------------------------------------------------------------
 # build
 # ----------------------------------------------------------------------------------------------
@@ -375,7 +391,7 @@ def extract_ptx(ptx_text: str) -> dict:
         lines = []
         for line in body.splitlines():
             s = " ".join(line.strip().split())
-            if s.startswith(("wgmma.mma_async", "wmma.", "mma.", "ldmatrix.", "stmatrix.", "setp.ne.b32 p,")):
+            if s.startswith(("wgmma.mma_async", "wmma.", "mma.", "ldmatrix.", "stmatrix.", "movmatrix.", "setp.ne.b32 p,")):
                 lines.append(s)
         out[name] = lines
     return out
@@ -395,7 +411,8 @@ def generate(jobs) -> str:
             continue
         done.add(j["kernel"])
         gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel,
-               "ldmatrix": matrix_move_kernel, "stmatrix": matrix_move_kernel}[j["kind"]]
+               "ldmatrix": matrix_move_kernel, "stmatrix": matrix_move_kernel,
+               "movmatrix": movmatrix_kernel}[j["kind"]]
         src.append(gen(j["kernel"], j["gen"]))
     return "\n".join(src)
 
@@ -424,6 +441,12 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (p|1)\b", "{D}, A, B, p", line)
                 assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
+            j["meta"]["ptx"] = lines
+            continue
+        if j["kind"] == "movmatrix":
+            assert len(lines) == 1, lines
+            tmpl = re.sub(r"%r\d+, %r\d+;$", "D, A;", lines[0])
+            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
             j["meta"]["ptx"] = lines
             continue
         if j["kind"] in ("ldmatrix", "stmatrix"):

@@ -207,3 +207,36 @@ def q12_jobs(rng):
             for op in ("ldmatrix", "stmatrix") for num in (1, 2, 4) for trans in (False, True)]
     jobs.append(matrix_move_job(matrix_move_variant("ldmatrix", 4, True, space=""), rng))
     return jobs
+
+
+# ----------------------------------------------------------------------------------------------
+# Question 13: movmatrix
+# ----------------------------------------------------------------------------------------------
+
+Q13 = ("Q13: movmatrix.sync.aligned.m8n8.trans.b16 (PTX ISA 9.7.14.5.17) on sm_90a: which element of the "
+       "source fragment each lane's destination register receives")
+
+
+def movmatrix_job(rng, cases=16):
+    """Random words in every lane's source register; case 0 holds each element's own index
+    (row 8 r + column c as the 16-bit value), so the map reads off the words directly."""
+    name = "movmatrix.m8n8.trans.b16"
+    inst = "movmatrix.sync.aligned.m8n8.trans.b16"
+    a = rng.integers(0, 1 << 32, size=(cases, 32, 1), dtype=np.uint64).astype(np.uint32)
+    lane = np.arange(32)
+    a[0, :, 0] = (8 * (lane // 4) + 2 * (lane % 4)) | (8 * (lane // 4) + 2 * (lane % 4) + 1) << 16
+    labels = ["each element holds its own index 8 * row + column"] + [""] * (cases - 1)
+    mode = np.zeros(cases, np.uint8)
+    mode[0] = 6
+    meta = {
+        "variant": name, "qualifiers": {"shape": "m8n8", "trans": True, "type": "b16", "chain": 1},
+        "ptx_template": [f"{inst} D, A;"], "split": "probe", "heldout_only_variant": True,
+        "case_index": list(range(cases)), "n_cases": cases, "target": "sm_90a", "probe_question": Q13,
+        "case_labels": labels,
+    }
+    return {"kind": "movmatrix", "kernel": _cid(name), "out": f"q13_movmatrix/{name}.npz", "meta": meta,
+            "gen": {"inst": inst}, "arrays": {"a_regs": a, "mode": mode}}
+
+
+def q13_jobs(rng):
+    return [movmatrix_job(rng)]

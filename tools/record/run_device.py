@@ -112,6 +112,20 @@ def run_mma(fn, job, arrs):
     return {"d_regs": outs[0], "keep": keep}
 
 
+def run_movmatrix(fn, job, arrs):
+    """Twice, with the same bits required: each lane's destination register."""
+    a = cp.asarray(np.ascontiguousarray(arrs["a_regs"]))
+    n = a.shape[0]
+    outs = []
+    for _ in range(2):
+        d = cp.full((n, 32, 1), 0xDEADBEEF, dtype=cp.uint32)
+        fn((n,), (32,), (a, d))
+        cp.cuda.runtime.deviceSynchronize()
+        outs.append(cp.asnumpy(d))
+    keep = (outs[0] == outs[1]).reshape(n, -1).all(axis=1)
+    return {"d_regs": outs[0], "keep": keep}
+
+
 def run_matrix_move(fn, job, arrs):
     """Twice, with the same bits required: ldmatrix's registers, or stmatrix's image after."""
     smem, addresses = arrs["smem"], arrs["addresses"]
@@ -176,6 +190,8 @@ def main():
                 res = run_mma(fn, job, arrs)
             elif job["kind"] in ("ldmatrix", "stmatrix"):
                 res = run_matrix_move(fn, job, arrs)
+            elif job["kind"] == "movmatrix":
+                res = run_movmatrix(fn, job, arrs)
             else:
                 res = run_dup(fn, job, arrs)
                 dups.append((job, arrs, res))
