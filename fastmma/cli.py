@@ -245,7 +245,7 @@ def _cmd_info(args) -> int:
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16, bf16, tf32, "
-          "e4m3/e5m2, f64, s8/u8, s4/u4, b1), ldmatrix/stmatrix (.m8n8 .b16)")
+          "e4m3/e5m2, f64, s8/u8, s4/u4, b1), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
     root = Path(args.recordings) if args.recordings else default_recordings()
     if root is None:
         print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
@@ -269,7 +269,7 @@ def _family_key(stem: str) -> str:
         rest = parts[2:] if parts[1] == "chain4" else parts[1:]
         types = ".".join(rest[1:4])
         return f"wgmma {types}" + (" chain4" if parts[1] == "chain4" else "")
-    if parts[0] in ("ldmatrix", "stmatrix"):
+    if parts[0] in ("ldmatrix", "stmatrix", "movmatrix"):
         return " ".join((parts[0], ".".join(parts[1:])))
     if parts[0] == "mma":
         chain = parts[1] if parts[1].startswith("chain") else None
@@ -289,12 +289,12 @@ def _numerics(inst) -> str:
 
 
 def _cmd_explain(args) -> int:
-    from .isa import MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore
     from .gemm import resolve_instruction
-    from .isa import parse
+    from .isa import Ldmatrix, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
     text = args.instruction
-    inst = parse(text) if text.strip().startswith(("wgmma", "wmma", "mma.")) else resolve_instruction(text)
+    full = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
+    inst = parse(text) if text.strip().startswith(full) else resolve_instruction(text)
     print(f"instruction: {inst}")
     print(f"kind: {type(inst).__name__} ({inst.opcode})")
     if isinstance(inst, WgmmaMmaAsync):
@@ -319,6 +319,14 @@ def _cmd_explain(args) -> int:
     elif isinstance(inst, (WmmaLoad, WmmaStore)):
         print(f"matrix {inst.matrix.upper()}, .{inst.shape}, .{inst.type}, layout .{inst.layout}, state space "
               f"{'.' + inst.state_space if inst.state_space else 'generic'}; {inst.regs} registers per lane")
+    elif isinstance(inst, (Ldmatrix, Stmatrix)):
+        moves = "loads" if isinstance(inst, Ldmatrix) else "stores"
+        print(f"{moves} {inst.num} matrices of 8x8 .{inst.type}{', transposed' if inst.trans else ''}, state space "
+              f"{'.' + inst.state_space if inst.state_space else 'generic'}; lane 8i + r gives the address of row r "
+              f"of matrix i (16 bytes, 16-byte aligned); {inst.regs} registers per lane")
+    elif isinstance(inst, Movmatrix):
+        print(f"transposes one 8x8 .{inst.type} matrix across the warp: lane l's a holds elements (l // 4, 2 (l % 4)) "
+              "and (l // 4, 2 (l % 4) + 1), its d the same positions of the transpose; 1 register per lane")
     return 0
 
 

@@ -6,7 +6,8 @@ fragment and the stored memory compared; a chain's k-steps in turn, each D the n
 wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
 scale-d on the first), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
 registers, ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
-and addresses.
+and addresses, movmatrix cases through :func:`fastmma.ldmatrix.movmatrix` on the recorded
+registers.
 Every output bit is compared; a case passes only if all of them match.  The format is
 described in tests/golden/FORMAT.md.
 """
@@ -24,9 +25,9 @@ import numpy as np
 from . import ldmatrix, mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
-from .isa import Ldmatrix, MmaSync, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from .isa import Ldmatrix, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
-FAMILIES = ("wmma", "wgmma", "mma", "ldmatrix", "stmatrix")
+FAMILIES = ("wmma", "wgmma", "mma", "ldmatrix", "stmatrix", "movmatrix")
 WMMA_PREFILL = 0xA5
 
 #: The arrays each family's files hold (FORMAT.md): name -> (dtype kinds, dimensions with
@@ -44,6 +45,7 @@ ARRAYS = {
     "ldmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "mode": ("iub", 1)},
     "stmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "smem_after": ("u", 2),
                  "mode": ("iub", 1)},
+    "movmatrix": {"a_regs": ("u", 3), "d_regs": ("u", 3), "mode": ("iub", 1)},
 }
 #: meta.ptx of a wmma file, line by line: the instruction's class, its name in the ISA and
 #: the matrix it loads
@@ -120,7 +122,7 @@ def check_recording(arrays: dict, meta: dict) -> None:
     ptx = meta.get("ptx")
     if not isinstance(ptx, list) or not all(isinstance(t, str) for t in ptx):
         raise ConformanceError(f"meta.ptx must be a list of instruction strings, got {ptx!r:.80}")
-    if family in ("mma", "ldmatrix", "stmatrix") and len(ptx) != 1:
+    if family in ("mma", "ldmatrix", "stmatrix", "movmatrix") and len(ptx) != 1:
         raise ConformanceError(f"meta.ptx of an {family} file holds its one instruction, got {len(ptx)} lines")
     if family == "wmma" and len(ptx) != len(WMMA_PTX):
         raise ConformanceError(f"meta.ptx of a wmma file holds load a, load b, load c, mma and store "
@@ -282,6 +284,13 @@ def replay_stmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8
         _compare(result, i, "smem_after", arrays["smem_after"][i], smem, limit)
 
 
+def replay_movmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """Each case's ``movmatrix`` of its source registers, against the destination registers."""
+    inst = _instruction(meta["ptx"][0], Movmatrix, "movmatrix")
+    for i in range(len(arrays["mode"])):
+        _compare(result, i, "d_regs", arrays["d_regs"][i], ldmatrix.movmatrix(inst, arrays["a_regs"][i]), limit)
+
+
 def image_bases(meta: dict, n: int) -> list[int]:
     """Shared address of each case's image, modulo 1024 (all the swizzles see): from
     ``smem_base_observed``, one value for the file or one per case; 0 when absent."""
@@ -307,7 +316,7 @@ def check_file(path, limit: int = 8) -> FileResult:
         result.family = family
         check_recording(arrays, meta)
         replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma, "ldmatrix": replay_ldmatrix,
-                  "stmatrix": replay_stmatrix}
+                  "stmatrix": replay_stmatrix, "movmatrix": replay_movmatrix}
         replay[family](arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {exc}"

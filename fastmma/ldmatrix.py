@@ -1,5 +1,6 @@
 """``ldmatrix`` and ``stmatrix`` (PTX ISA 9.7.14.5.15-16) on a warp's registers and a shared-memory
-image: the moves that feed ``mma.sync`` its fragments.
+image, and ``movmatrix`` (9.7.14.5.17) on a warp's registers: the moves that feed ``mma.sync``
+its fragments.
 
 ``smem`` is a ``uint8`` image of shared memory (one for every warp, or one per warp
 ``[..., bytes]``); ``addresses`` holds each lane's address operand as a byte offset into it,
@@ -11,6 +12,7 @@ Example::
 
     regs = fastmma.ldmatrix.ldmatrix("ldmatrix.sync.aligned.m8n8.x4.shared.b16", smem, addresses)
     fastmma.ldmatrix.stmatrix("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16", smem, addresses, regs)
+    d = fastmma.ldmatrix.movmatrix("movmatrix.sync.aligned.m8n8.trans.b16", regs[..., :1])
 
 Every row must lie inside the image and start on a 16-byte boundary (the ISA's rows are 16
 bytes, read whole); an error names the first warp and lane at fault, before any byte is read
@@ -24,9 +26,9 @@ import numpy as np
 
 from .errors import AlignmentError, MemoryBoundsError, OperandError
 from .formats import as_numpy
-from .isa import Ldmatrix, Stmatrix
+from .isa import Ldmatrix, Movmatrix, Stmatrix
 from .layout import register_file
-from .layout.matrix_rows import ROW_BYTES, ROWS, registers_to_rows, rows_to_registers
+from .layout.matrix_rows import ROW_BYTES, ROWS, registers_to_rows, rows_to_registers, transpose_registers
 from .mma import as_instruction, broadcast_stacks
 
 WARP_SIZE = 32
@@ -62,6 +64,14 @@ def stmatrix(instruction, smem, addresses, regs) -> None:
     values = data.view(np.uint8).reshape(-1)
     last = index.size - 1 - np.unique(index[::-1], return_index=True)[1]  # each byte's last writer
     flat[index[last]] = values[last]
+
+
+def movmatrix(instruction, regs) -> np.ndarray:
+    """``movmatrix``: each lane's destination register ``uint32[..., 32, 1]``, from the source
+    registers ``regs`` (``uint32[..., 32, 1]``, one register file per warp of a stack) holding
+    an 8x8 matrix of 16-bit elements; every warp's matrix is transposed on its own."""
+    as_instruction(instruction, (Movmatrix,))
+    return transpose_registers(register_file(regs, WARP_SIZE, 1, "regs", stack=True))
 
 
 def _rows(inst, smem, addresses, extra=None):

@@ -258,3 +258,23 @@ def test_info_counts_ldmatrix_recordings(capsys, golden_dir):
     out = capsys.readouterr().out
     assert re.search(r"stmatrix m8n8\.x4\.trans\.b16 +8 / 8", out)
     assert re.search(r"ldmatrix m8n8\.x4\.trans\.generic\.b16 +8 / 8", out)
+
+
+def test_info_counts_movmatrix_recordings(capsys, golden_dir):
+    assert main(["info", "--recordings", str(golden_dir / "probes" / "q13_movmatrix")]) == 0
+    out = capsys.readouterr().out
+    assert "movmatrix (.m8n8.trans .b16)" in out
+    assert re.search(r"movmatrix m8n8\.trans\.b16 +16 / 16", out)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", ["Ldmatrix", "loads 4 matrices", "transposed", ".shared",
+                                                       "4 registers per lane"]),
+    ("stmatrix.sync.aligned.m8n8.x2.b16", ["Stmatrix", "stores 2 matrices", "generic", "2 registers per lane"]),
+    ("movmatrix.sync.aligned.m8n8.trans.b16", ["Movmatrix", "transposes one 8x8 .b16", "1 register per lane"]),
+])
+def test_explain_matrix_moves(capsys, text, words):
+    assert main(["explain", text]) == 0
+    out = capsys.readouterr().out
+    for word in words:
+        assert word in out

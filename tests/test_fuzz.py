@@ -28,12 +28,12 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list
 GOLDEN = Path(__file__).parent / "golden"
 
 
-PARSED = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix")
+PARSED = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
 
 
 def recorded_texts():
     texts = set()
-    paths = sorted(GOLDEN.glob("*/*.npz"))[::7] + sorted(GOLDEN.glob("probes/q1[02]_*/*.npz"))[::4]
+    paths = sorted(GOLDEN.glob("*/*.npz"))[::7] + sorted(GOLDEN.glob("probes/q1[02]_*/*.npz"))[::4] + sorted(GOLDEN.glob("probes/q13_*/*.npz"))
     for path in paths:
         with np.load(path) as d:
             meta = json.loads(bytes(d["meta"]).decode())
@@ -92,7 +92,7 @@ def test_parser_accepts_or_raises_its_own_errors(text):
         assert _is_ours(exc), f"{type(exc).__name__}: {exc} for {text!r}"
         assert str(exc)
     else:
-        assert inst.opcode.split(".")[0] in ("wgmma", "wmma", "mma", "ldmatrix", "stmatrix")
+        assert inst.opcode.split(".")[0] in ("wgmma", "wmma", "mma", "ldmatrix", "stmatrix", "movmatrix")
 
 
 @FUZZ

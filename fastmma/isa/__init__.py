@@ -1,10 +1,11 @@
-"""The ISA layer: which wgmma / wmma / mma / ldmatrix / stmatrix instructions exist, parsed into
+"""The ISA layer: which wgmma / wmma / mma / ldmatrix / stmatrix / movmatrix instructions exist, parsed into
 immutable objects."""
 
 from .instruction import (
     Instruction,
     Ldmatrix,
     MmaSync,
+    Movmatrix,
     Operand,
     Shape,
     Stmatrix,
@@ -22,5 +23,5 @@ from .parser import parse
 __all__ = [
     "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaFence", "WgmmaCommitGroup",
     "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "FusedDotRule", "IntDotRule", "PopcRule",
-    "FmaChainRule", "ConvertedF16Rule", "Ldmatrix", "Stmatrix",
+    "FmaChainRule", "ConvertedF16Rule", "Ldmatrix", "Stmatrix", "Movmatrix",
 ]

@@ -281,3 +281,15 @@ class Stmatrix(_MatrixMove):
     reverse of :class:`Ldmatrix`, each lane's registers to the rows the lanes address."""
 
     family = "stmatrix"
+
+
+@dataclass(frozen=True)
+class Movmatrix(Instruction):
+    """``movmatrix.sync.aligned.m8n8.trans.b16 d, a`` (PTX ISA 9.7.14.5.17): a warp transposes one
+    8x8 matrix of 16-bit elements held in registers, one 32-bit register ``a`` a lane (the
+    fragment ``ldmatrix`` loads), into ``d`` of every lane, each lane's ``d`` holding its
+    position of the transposed matrix."""
+
+    shape: str = "m8n8"
+    type: str = "b16"
+    family = "movmatrix"

@@ -1,6 +1,6 @@
 """Instruction text -> instruction object, validated against the ISA's tables.
 
-Accepts one wgmma, wmma or mma statement such as
+Accepts one wgmma, wmma, mma, ldmatrix, stmatrix or movmatrix statement such as
 ``wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {...}, desc_a, desc_b, p, 1, 1, 0, 0;``
 or ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {...}, {...}, {...}, {...};``,
 with or without ``.sync.aligned``, with or without
@@ -22,6 +22,7 @@ from .instruction import (
     Instruction,
     Ldmatrix,
     MmaSync,
+    Movmatrix,
     Operand,
     Shape,
     Stmatrix,
@@ -35,13 +36,14 @@ from .instruction import (
 )
 
 _SHAPE_RE = re.compile(r"^m(\d+)n(\d+)k(\d+)$")
-_MATRIX_SHAPE_RE = re.compile(r"^m(\d+)n(\d+)$")  # ldmatrix / stmatrix
+_MATRIX_SHAPE_RE = re.compile(r"^m(\d+)n(\d+)$")  # ldmatrix / stmatrix / movmatrix
 _IDENT_RE = re.compile(r"^[A-Za-z_$%][\w$%]*$")
 _INT_RE = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?$")
 
 OPCODES = (
     "wgmma.mma_async", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
     "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma", "ldmatrix", "stmatrix",
+    "movmatrix",
 )
 
 
@@ -203,6 +205,7 @@ _ALLOWED = {
     "mma": ("sync", "aligned", "layout", "shape", "type", "satfinite", "rounding", "op", "popc"),
     "ldmatrix": ("sync", "aligned", "mshape", "num", "trans", "ss", "type"),
     "stmatrix": ("sync", "aligned", "mshape", "num", "trans", "ss", "type"),
+    "movmatrix": ("sync", "aligned", "mshape", "trans", "type"),
 }
 
 
@@ -276,7 +279,8 @@ def _base(opcode: str) -> str:
 
 
 def parse(text: str) -> Instruction:
-    """Parse one wgmma, wmma or mma statement into an immutable instruction object.
+    """Parse one wgmma, wmma, mma, ldmatrix, stmatrix or movmatrix statement into an immutable
+    instruction object.
 
     Raises :class:`~fastmma.errors.PTXSyntaxError` for malformed text,
     :class:`~fastmma.errors.InvalidInstructionError` for qualifiers or operands the ISA
@@ -314,7 +318,7 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
     if parts[0] == "mma":
         _refuse_unmodelled_mma(parts, name)
         return "mma", parts[1:]
-    if parts[0] in ("ldmatrix", "stmatrix"):
+    if parts[0] in ("ldmatrix", "stmatrix", "movmatrix"):
         return parts[0], parts[1:]
     if len(parts) >= 2 and parts[0] == "wgmma":
         if parts[1] == "mma_async" and len(parts) > 2 and parts[2] == "sp":
@@ -327,7 +331,7 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
         raise _fail(f"unknown wgmma instruction {op!r}; valid: wgmma.mma_async, wgmma.fence, "
                     f"wgmma.commit_group, wgmma.wait_group")
     raise UnsupportedInstructionError(
-        f"{name.split('.')[0]!r}... is not a wgmma, wmma or mma instruction; fastmma parses "
+        f"{name.split('.')[0]!r}... is not a wgmma, wmma, mma or warp matrix-move instruction; fastmma parses "
         + ", ".join(OPCODES))
 
 
@@ -702,6 +706,31 @@ def _matrix_move_operands(inst, ops) -> None:
                     f"{vec.text!r}")
 
 
+# ---------------------------------------------------------------- movmatrix
+
+
+def _build_movmatrix(opcode, quals, operands, text):
+    """``movmatrix{.sync.aligned}.m8n8.trans.b16 d, a`` (PTX ISA 9.7.14.5.17), validated against
+    ``tables.MOVMATRIX``: ``.trans`` is mandatory (the ISA has no other form); ``d`` and ``a``
+    are 32-bit registers."""
+    row = tables.MOVMATRIX
+    if not quals.get("trans"):
+        raise _fail("movmatrix needs .trans (its one form is movmatrix.sync.aligned.m8n8.trans.b16 d, a)")
+    shape = quals.one("mshape", "shape")
+    if shape not in row.shapes:
+        raise _fail(f"movmatrix needs the shape {_choices(row.shapes)}; got {f'.{shape}' if shape else 'none'}")
+    types = quals.get("type")
+    if types != list(row.types):
+        raise _fail(f"movmatrix.{shape} needs one type qualifier, {_choices(row.types)}; got "
+                    f"{_choices(types) or 'none'}")
+    inst = Movmatrix(opcode, text, operands, shape=shape, type=types[0])
+    if operands is not None:
+        if len(operands) != 2 or any(o.kind != "reg" or o.negated for o in operands):
+            raise _fail(f"movmatrix takes operands d, a: two 32-bit registers; got "
+                        f"{', '.join(o.text for o in operands)!r}")
+    return inst
+
+
 _BUILDERS = {
     "wgmma.mma_async": _build_wgmma_mma,
     "wgmma.fence": _build_wgmma_plain,
@@ -713,4 +742,5 @@ _BUILDERS = {
     "mma": _build_mma,
     "ldmatrix": _build_matrix_move,
     "stmatrix": _build_matrix_move,
+    "movmatrix": _build_movmatrix,
 }

@@ -243,3 +243,15 @@ class MatrixMoveRow:
 MATRIX_MOVE = MatrixMoveRow()
 #: Type qualifiers of the matrix moves in other targets' forms, recognised to be refused by name.
 MATRIX_MOVE_OTHER_TYPES = ("b8",)
+
+
+@dataclass(frozen=True)
+class MovmatrixRow:
+    """``movmatrix`` (PTX ISA 9.7.14.5.17): one 8x8 matrix of 16-bit elements transposed across
+    a warp's registers; ``.trans`` is mandatory, and this is the only form."""
+
+    shapes: tuple[str, ...] = ("m8n8",)
+    types: tuple[str, ...] = ("b16",)
+
+
+MOVMATRIX = MovmatrixRow()

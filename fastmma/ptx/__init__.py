@@ -34,7 +34,7 @@ with its line and column):
   (uniform: every thread takes it or none does), ``ld`` / ``st`` (global, shared or generic;
   ``.v2`` / ``.v4``), ``fence.proxy.async`` (and its ``.global`` / ``.shared::{cta,cluster}``
   forms), ``wgmma.fence / mma_async / commit_group / wait_group``,
-  ``wmma.load / mma / store``, ``mma.sync``, ``ldmatrix`` / ``stmatrix``, guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
+  ``wmma.load / mma / store``, ``mma.sync``, ``ldmatrix`` / ``stmatrix`` / ``movmatrix``, guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
 * labels (``LOOP:``), so a snippet may loop; ``max_steps`` bounds the statements a run executes;
 * operands: registers, brace-enclosed register vectors, integer and floating-point literals
   (``0f3F800000``, ``0d...``, ``1.5``), addresses ``[reg]``, ``[reg+imm]``, ``[var+imm]``,
@@ -60,7 +60,7 @@ bounds and alignment errors, a divergent branch
 
 PTX ISA sections: 4 (syntax), 5 (state spaces, types, variables), 6.4 (addresses), 9.4 (type
 checking), 9.7.1 (integer arithmetic), 9.7.6.2 (setp), 9.7.8 (logic and shift), 9.7.9 (mov, ld,
-st), 9.7.12.3 (bra), 9.7.13.4 (proxy fences), 9.7.14.4 (wmma), 9.7.14.5 (mma, ldmatrix, stmatrix), 9.7.15 (wgmma), as numbered at
+st), 9.7.12.3 (bra), 9.7.13.4 (proxy fences), 9.7.14.4 (wmma), 9.7.14.5 (mma, ldmatrix, stmatrix, movmatrix), 9.7.15 (wgmma), as numbered at
 ptx.poole.ai.
 """
 

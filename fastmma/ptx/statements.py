@@ -54,6 +54,8 @@ statement acts on shared state and runs when any thread's guard holds.
 * ``ldmatrix``, ``stmatrix`` (9.7.14.5.15-16): each lane's address, in shared memory (or a
   generic one that falls there), through :mod:`fastmma.ldmatrix`, every active warp in one
   call; in a warpgroup a stmatrix row is a generic-proxy write (``write_smem``).
+* ``movmatrix`` (9.7.14.5.17): ``d, a`` 32-bit registers, through
+  :func:`fastmma.ldmatrix.movmatrix`, every active warp in one call.
 """
 
 from __future__ import annotations
@@ -910,6 +912,29 @@ def run_matrix_move(m, data, warps: np.ndarray) -> None:
         m.warpgroup.write_smem(int(start), scratch[start:start + 16])
 
 
+def check_movmatrix(ck: Checker, instr: Instr):
+    """``movmatrix.sync.aligned.m8n8.trans.b16 d, a``: ``d`` and ``a`` 32-bit registers."""
+    _resolve_names(ck, instr)
+    inst = isa_parse(ck, instr.text, instr)
+    if len(instr.args) != 2:
+        raise ck.fail(f"{instr.opcode} takes operands d, a", instr)
+    for arg, what in zip(instr.args, "da"):
+        if arg.kind != "reg" or arg.negated:
+            raise ck.fail(f"{instr.opcode}: operand {what} must be a 32-bit register, got {arg.text}", arg)
+        _widths(ck, arg, 32, what)
+    return SimpleNamespace(inst=inst, d=Fragment((instr.args[0].name,), False),
+                           a=Fragment((instr.args[1].name,), False))
+
+
+def run_movmatrix(m, data, warps: np.ndarray) -> None:
+    """``movmatrix`` for every warp whose lanes are active, in one stack."""
+    live = np.flatnonzero(warps)
+    a = _read_fragment(m, data.a).reshape(-1, 32, 1)
+    out = np.zeros((m.threads // 32, 32, 1), np.uint32)
+    out[live] = ldmatrix.movmatrix(data.inst, a[live])
+    _write_fragment(m, data.d, out.reshape(m.threads, 1), np.repeat(warps, 32))
+
+
 # ---------------------------------------------------------------------- the table
 
 
@@ -934,5 +959,6 @@ HANDLERS = {
     "mma": Handler(check_wmma, run_wmma, "warp"),
     "ldmatrix": Handler(check_matrix_move, run_matrix_move, "warp"),
     "stmatrix": Handler(check_matrix_move, run_matrix_move, "warp"),
+    "movmatrix": Handler(check_movmatrix, run_movmatrix, "warp"),
 }
 """Opcode root -> handler; every root in :data:`fastmma.ptx.syntax.SUPPORTED_ROOTS`."""

@@ -34,7 +34,8 @@ from .lexer import Token, tokenize
 from .values import KNOWN_UNSUPPORTED_TYPES, Literal, parse_literal, ptx_type
 
 SUPPORTED_ROOTS = ("mov", "setp", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not", "bra", "ld",
-                   "st", "fence", "membar", "wgmma", "wmma", "mma", "ldmatrix", "stmatrix")
+                   "st", "fence", "membar", "wgmma", "wmma", "mma", "ldmatrix", "stmatrix",
+                   "movmatrix")
 """Opcodes (their part before the first dot) that fastmma.ptx executes, in some forms."""
 
 MAX_RANGE = 1 << 16
@@ -332,7 +333,7 @@ class _Parser:
                 f"{op.text.split('.')[0]} ({op.text}) is not supported; fastmma.ptx executes mov, "
                 "setp, integer add/sub/mul/mad/shl/shr/and/or/xor/not, bra, ld, st, fence.proxy.async, "
                 "wgmma.fence/mma_async/commit_group/wait_group, "
-                "wmma.load/mma/store, mma.sync, ldmatrix and stmatrix", op)
+                "wmma.load/mma/store, mma.sync, ldmatrix, stmatrix and movmatrix", op)
         args = []
         if not self.at(";"):
             args.append(self.operand())
