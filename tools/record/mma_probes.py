@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastmma.formats import from_bits
-from fastmma.layout.mma_fragments import fragment_layout
+from fastmma.layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout
 from fastmma.layout.wmma_fragments import pack_fragment
 
 from probes import _cid, _heldout
@@ -240,3 +240,75 @@ def movmatrix_job(rng, cases=16):
 
 def q13_jobs(rng):
     return [movmatrix_job(rng)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Question 14: mma.sync.m8n8k4 with .f16 inputs (four quad-pair products)
+# ----------------------------------------------------------------------------------------------
+
+Q14 = ("Q14: mma.sync.m8n8k4 with .f16 inputs (PTX ISA 9.7.14.5.1) on sm_90a: four independent 8x8x4 "
+       "products, one per quad pair, every layout pair and f16/f32 C and D ptxas takes: how each sums")
+
+
+def quad_pair_forms():
+    """(alayout, blayout, dtype, ctype) of every m8n8k4 .f16 form ptxas (CUDA 13.0) takes for
+    sm_90a: D .f16 needs C .f16 (".dtype must be '.f32' when .ctype is '.f32'")."""
+    return [(al, bl, d, c) for al in ("row", "col") for bl in ("row", "col")
+            for d, c in (("f16", "f16"), ("f32", "f16"), ("f32", "f32"))]
+
+
+def quad_pair_variant(al, bl, dtype, ctype):
+    inst = f"mma.sync.aligned.m8n8k4.{al}.{bl}.{dtype}.f16.f16.{ctype}"
+    name = f"mma.m8n8k4.{al}.{bl}.{dtype}.f16.f16.{ctype}"
+    types = {"a": "f16", "b": "f16", "c": ctype, "d": dtype}
+    layouts = {x: quad_pair_layout(x, t, {"a": al, "b": bl}.get(x)) for x, t in types.items()}
+    words = {x: lay.words for x, lay in layouts.items()}
+    q = {"alayout": al, "atype": "f16", "blayout": bl, "btype": "f16", "ctype": ctype, "dtype": dtype,
+         "k": 4, "m": 8, "n": 8, "op": None, "rounding": None, "satfinite": False, "shape": "m8n8k4", "chain": 1}
+    return {"name": name, "qualifiers": q, "inst": inst, "regs": dict(words), "words": words, "types": types,
+            "shape": "m8n8k4", "layouts": layouts, "ptx_template": [f"{inst} D, A, B, C;"]}
+
+
+def quad_pair_job(var, rng, modes=(0, 1, 2, 3, 4, 5), per_mode=2):
+    """Each case: four products' A (8 x 4), B (4 x 8) and C (8 x 8) drawn for the mode (C close
+    to -(A.B) in mode 3), stacked as ``quad_pair_layout`` has them and placed in the registers."""
+    T, L = var["types"], var["layouts"]
+    regs = {x: [] for x in "abc"}
+    mode_list = []
+    for mode in modes:
+        for _ in range(per_mode):
+            mats = [_quad_pair_matrices(var, rng, mode) for _ in range(QUAD_PAIRS)]
+            A = np.concatenate([m[0] for m in mats], axis=0)
+            B = np.concatenate([m[1] for m in mats], axis=1)
+            C = np.concatenate([m[2] for m in mats], axis=0)
+            for x, mat in zip("abc", (A, B, C)):
+                regs[x].append(pack_fragment(np.ascontiguousarray(mat).astype(storage(T[x])), L[x]))
+            mode_list.append(mode)
+    n = len(mode_list)
+    arrays = {f"{x}_regs": np.stack(regs[x]).astype(np.uint32) for x in "abc"}
+    arrays["mode"] = np.array(mode_list, np.uint8)
+    meta = {
+        "variant": var["name"], "qualifiers": var["qualifiers"], "ptx_template": var["ptx_template"],
+        "split": "probe", "heldout_only_variant": True, "case_index": list(range(n)), "n_cases": n,
+        "target": "sm_90a", "fragment_regs": var["regs"], "fragment_words": var["words"],
+        "probe_question": Q14, "case_labels": [""] * n,
+    }
+    gen = {k: v for k, v in var.items() if k != "layouts"}
+    return {"kind": "mma", "kernel": _cid(var["name"]), "out": f"q14_mma_m8n8k4/{var['name']}.npz", "meta": meta,
+            "gen": gen, "arrays": arrays}
+
+
+def _quad_pair_matrices(var, rng, mode):
+    """One product's A, B and C for the mode; C's sizes are its own type's where it is the
+    narrower (an f16 C of an f32 D: mode 5 puts C near f16's largest)."""
+    T = var["types"]
+    A = sample(rng, "f16", (8, 4), mode, "ab", T["d"])
+    B = sample(rng, "f16", (4, 8), mode, "ab", T["d"])
+    C = sample(rng, T["c"], (8, 8), mode, "c", T["c"])
+    if mode == 3:
+        C = _cancel_c(A, B, T, rng)
+    return A, B, C
+
+
+def q14_jobs(rng):
+    return [quad_pair_job(quad_pair_variant(*form), rng) for form in quad_pair_forms()]

@@ -1121,12 +1121,13 @@ def build_jobs(seed=20261122, only=None):
     jobs += q7_jobs(rng)
     jobs += q8_jobs(rng)
     jobs += q9_jobs(rng)
-    from mma_probes import q10_jobs, q11_jobs, q12_jobs, q13_jobs  # imports this module's helpers
+    from mma_probes import q10_jobs, q11_jobs, q12_jobs, q13_jobs, q14_jobs  # imports this module's helpers
 
     jobs += q10_jobs(rng)
     jobs += q11_jobs(rng)
     jobs += q12_jobs(rng)
     jobs += q13_jobs(rng)
+    jobs += q14_jobs(rng)
     if only:
         jobs = [j for j in jobs if j["out"].startswith(tuple(only))]
     seen = {}
