@@ -244,8 +244,8 @@ def _cmd_info(args) -> int:
           f"(set NUMBA_NUM_THREADS to change); machine: {platform.machine()}, {platform.processor() or '?'}")
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
-          "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16, bf16, tf32, "
-          "e4m3/e5m2, f64, s8/u8, s4/u4, b1), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
+          "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16 with m8n8k4, bf16, "
+          "tf32, e4m3/e5m2, f64, s8/u8, s4/u4, b1), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
     root = Path(args.recordings) if args.recordings else default_recordings()
     if root is None:
         print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
@@ -274,7 +274,9 @@ def _family_key(stem: str) -> str:
     if parts[0] == "mma":
         chain = parts[1] if parts[1].startswith("chain") else None
         rest = parts[2:] if chain else parts[1:]
-        return f"mma {rest[0]} {'.'.join(rest[3:6])}" + (f" {chain}" if chain else "")
+        layouts = "" if rest[1:3] == ["row", "col"] else f" {rest[1]}.{rest[2]}"  # m8n8k4 .f16 takes any
+        ctype = f".{rest[6]}" if len(rest) > 6 and rest[6] != rest[3] else ""
+        return f"mma {rest[0]}{layouts} {'.'.join(rest[3:6])}{ctype}" + (f" {chain}" if chain else "")
     return f"wmma {parts[1]} {parts[4]}.{parts[6]}"
 
 
@@ -315,6 +317,8 @@ def _cmd_explain(args) -> int:
         regs = ", ".join(f"{m.upper()} {inst.fragment_regs(m)}" for m in "abcd")
         print(f"fragments per lane (32 lanes), registers: {regs}"
               + (" (64-bit)" if inst.atype == "f64" else ""))
+        if getattr(inst, "quad_pairs", False):
+            print("four independent products, one per quad pair: lanes 4p..4p+3 and 4p+16..4p+19 compute product p")
         print(f"numerics: {_numerics(inst)}")
     elif isinstance(inst, (WmmaLoad, WmmaStore)):
         print(f"matrix {inst.matrix.upper()}, .{inst.shape}, .{inst.type}, layout .{inst.layout}, state space "

@@ -5,6 +5,9 @@ Fragments are ``uint32[32, words]`` as in :mod:`fastmma.wmma`: word ``w`` of lan
 words (low first).  Which element each register holds is the ISA's own map
 (:mod:`fastmma.layout.mma_fragments`); how the numbers combine was recorded on an sm_90
 GPU (tests/golden/probes/q10_mma_sync; :func:`fastmma.isa.numerics.mma_rule`).
+``mma.sync.m8n8k4`` with ``.f16`` inputs runs four independent products, one per quad pair
+(:func:`fastmma.layout.mma_fragments.quad_pair_layout`; recorded in
+tests/golden/probes/q14_mma_m8n8k4).
 
 Example::
 
@@ -19,14 +22,22 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import MmaSync
-from .layout.mma_fragments import fragment_layout
-from .mma import as_instruction
+from .kernels import execute_stack
+from .layout import register_file
+from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout
+from .layout.wmma_fragments import pack_fragment, unpack_fragment
+from .mma import as_instruction, broadcast_stacks, flat_stack
 from .wmma import mma_on_fragments, mma_stack_on_fragments
+
+WARP_SIZE = 32
 
 
 def mma(instruction, a, b, c) -> np.ndarray:
     """``mma.sync``: the D fragment ``uint32[32, words]`` from the A, B and C fragments."""
-    return mma_on_fragments(as_instruction(instruction, (MmaSync,)), a, b, c, fragment_layout)
+    inst = as_instruction(instruction, (MmaSync,))
+    if inst.quad_pairs:
+        return _quad_pair_mma(inst, a, b, c, stack=False)
+    return mma_on_fragments(inst, a, b, c, fragment_layout)
 
 
 def mma_stack(instruction, a, b, c) -> np.ndarray:
@@ -34,4 +45,25 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     ``uint32[..., 32, words]`` whose leading (stack) dimensions broadcast together as
     numpy's do, and D is ``uint32[..., 32, words]`` over them, each warp's bit for bit what
     :func:`mma` gives it."""
-    return mma_stack_on_fragments(as_instruction(instruction, (MmaSync,)), a, b, c, fragment_layout)
+    inst = as_instruction(instruction, (MmaSync,))
+    if inst.quad_pairs:
+        return _quad_pair_mma(inst, a, b, c, stack=True)
+    return mma_stack_on_fragments(inst, a, b, c, fragment_layout)
+
+
+def _quad_pair_mma(inst, a, b, c, *, stack: bool) -> np.ndarray:
+    """``mma.sync.m8n8k4`` with ``.f16`` inputs: each warp's four quad-pair products (8 x 8 x 4)
+    as one stack of GEMMs, their matrices read and written by :func:`quad_pair_layout`."""
+    layouts = {x: quad_pair_layout(x, t, {"a": inst.alayout, "b": inst.blayout}.get(x))
+               for x, t in (("a", inst.atype), ("b", inst.btype), ("c", inst.ctype), ("d", inst.dtype))}
+    mats = {x: unpack_fragment(register_file(f, WARP_SIZE, layouts[x].words, x, stack=stack), layouts[x])
+            for x, f in (("a", a), ("b", b), ("c", c))}
+    batch = broadcast_stacks({x: m.shape[:-2] for x, m in mats.items()},
+                             "the stack dimensions (all but the last two of a, b and c)") if stack else ()
+    a4 = flat_stack(mats["a"], batch).reshape(-1, 8, 4)  # rows 8p..8p+7 of A are product p's
+    b4 = np.swapaxes(flat_stack(mats["b"], batch).reshape(-1, 4, QUAD_PAIRS, 8), 1, 2).reshape(-1, 4, 8)
+    c4 = flat_stack(mats["c"], batch).reshape(-1, 8, 8)
+    d = execute_stack(inst.rule, np.ascontiguousarray(a4), np.ascontiguousarray(b4), np.ascontiguousarray(c4),
+                      inst.atype, inst.btype, inst.ctype, inst.dtype)
+    d = pack_fragment(d.reshape(batch + (WARP_SIZE, 8)), layouts["d"])
+    return d if stack else d.reshape(WARP_SIZE, layouts["d"].words)

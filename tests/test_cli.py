@@ -249,7 +249,7 @@ def test_gemm_of_an_mma_sync_short_form():
 def test_info_counts_mma_sync_recordings(capsys, golden_dir):
     assert main(["info", "--recordings", str(golden_dir / "probes" / "q11_mma_sync_k_loop")]) == 0
     out = capsys.readouterr().out
-    assert "mma.sync (f16, bf16, tf32, e4m3/e5m2, f64" in out
+    assert "mma.sync (f16 with m8n8k4, bf16, tf32, e4m3/e5m2, f64" in out
     assert re.search(r"mma m16n8k32 f32\.e4m3\.e4m3 chain16 +12 / 12", out)
 
 
@@ -258,6 +258,19 @@ def test_info_counts_ldmatrix_recordings(capsys, golden_dir):
     out = capsys.readouterr().out
     assert re.search(r"stmatrix m8n8\.x4\.trans\.b16 +8 / 8", out)
     assert re.search(r"ldmatrix m8n8\.x4\.trans\.generic\.b16 +8 / 8", out)
+
+
+def test_info_counts_m8n8k4_recordings_by_layout_and_c(capsys, golden_dir):
+    assert main(["info", "--recordings", str(golden_dir / "probes" / "q14_mma_m8n8k4")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"mma m8n8k4 col\.row f32\.f16\.f16\.f16 +12 / 12", out)
+    assert re.search(r"mma m8n8k4 f32\.f16\.f16 +12 / 12", out)  # .row.col, C = D's type
+
+
+def test_explain_m8n8k4_names_the_quad_pairs(capsys):
+    assert main(["explain", "mma.sync.aligned.m8n8k4.col.row.f16.f16.f16.f16"]) == 0
+    out = capsys.readouterr().out
+    assert "registers: A 2, B 2, C 4, D 4" in out and "quad pair" in out and "fma(a1, b1, a0 * b0)" in out
 
 
 def test_info_counts_movmatrix_recordings(capsys, golden_dir):

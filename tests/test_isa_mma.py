@@ -10,7 +10,8 @@ import itertools
 import pytest
 
 from fastmma.errors import InvalidInstructionError, UnsupportedInstructionError
-from fastmma.isa import ConvertedF16Rule, FmaChainRule, FusedDotRule, IntDotRule, MmaSync, PopcRule, Shape, WmmaMma, parse
+from fastmma.isa import (ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, MmaSync, PopcRule,
+                         Shape, WmmaMma, parse)
 
 _FP8 = ("e4m3", "e5m2")
 _I8 = ("s8", "u8")
@@ -19,15 +20,19 @@ _I4 = ("s4", "u4")
 
 def _accepted() -> dict[str, tuple]:
     """Every qualifier string ptxas -arch=sm_90a accepted, -> (shape, d, a, b, c, satfinite,
-    rounding, op) as the parsed instruction must report them."""
+    rounding, op, alayout, blayout) as the parsed instruction must report them."""
     out = {}
 
-    def add(shape, d, a, b, c, mod="", satfinite=False, rounding=None, op=None):
-        text = f"mma.sync.aligned.{shape}.row.col{mod}.{d}.{a}.{b}.{c}"
-        out[text] = (shape, d, a, b, c, satfinite, rounding, op)
+    def add(shape, d, a, b, c, mod="", satfinite=False, rounding=None, op=None, layouts=("row", "col")):
+        text = f"mma.sync.aligned.{shape}.{layouts[0]}.{layouts[1]}{mod}.{d}.{a}.{b}.{c}"
+        out[text] = (shape, d, a, b, c, satfinite, rounding, op) + tuple(layouts)
 
     for shape, dc in itertools.product(("m16n8k8", "m16n8k16"), ("f16", "f32")):
         add(shape, dc, "f16", "f16", dc)
+    # m8n8k4 .f16: any layout pair; D .f16 needs C .f16 (".dtype must be '.f32' when .ctype is '.f32'")
+    for layouts, (d, c) in itertools.product(itertools.product(("row", "col"), repeat=2),
+                                            (("f16", "f16"), ("f32", "f16"), ("f32", "f32"))):
+        add("m8n8k4", d, "f16", "f16", c, layouts=layouts)
     for shape in ("m16n8k8", "m16n8k16"):
         add(shape, "f32", "bf16", "bf16", "f32")
     for shape in ("m16n8k4", "m16n8k8"):
@@ -50,8 +55,10 @@ ACCEPTED = _accepted()
 
 
 def test_the_accepted_list_is_complete():
-    # 4 f16 + 2 bf16 + 2 tf32 + 16 fp8 + 8 f64 + 24 s8/u8 + 24 s4/u4 + 6 b1
-    assert len(ACCEPTED) == 86
+    # 4 f16 + 12 f16 m8n8k4 + 2 bf16 + 2 tf32 + 16 fp8 + 8 f64 + 24 s8/u8 + 24 s4/u4 + 6 b1
+    assert len(ACCEPTED) == 98
+    assert "mma.sync.aligned.m8n8k4.col.row.f32.f16.f16.f16" in ACCEPTED
+    assert "mma.sync.aligned.m8n8k4.row.row.f16.f16.f16.f32" not in ACCEPTED
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ACCEPTED
     assert "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.u8.s32" in ACCEPTED
     assert "mma.sync.aligned.m16n8k256.row.col.and.popc.s32.b1.b1.s32" in ACCEPTED
@@ -61,11 +68,12 @@ def test_the_accepted_list_is_complete():
 
 @pytest.mark.parametrize("text", sorted(ACCEPTED))
 def test_every_form_ptxas_accepts_parses_to_its_qualifiers(text):
-    shape, d, a, b, c, satfinite, rounding, op = ACCEPTED[text]
+    shape, d, a, b, c, satfinite, rounding, op, alayout, blayout = ACCEPTED[text]
     inst = parse(text)
     assert isinstance(inst, MmaSync) and inst.family == "mma" and inst.opcode == "mma"
     assert str(inst.shape) == shape
-    assert (inst.alayout, inst.blayout) == ("row", "col")
+    assert (inst.alayout, inst.blayout) == (alayout, blayout)
+    assert inst.quad_pairs == (shape == "m8n8k4" and a == "f16")
     assert (inst.dtype, inst.atype, inst.btype, inst.ctype) == (d, a, b, c)
     assert (inst.satfinite, inst.rounding, inst.op) == (satfinite, rounding, op)
     assert parse(text.replace("mma.sync.aligned.", "mma.")) == inst  # .sync.aligned optional
@@ -82,19 +90,19 @@ def _candidates():
     for shape, a, b, d, c, mod in itertools.product(shapes, inputs, inputs, accs, accs, mods):
         if a == b or {a, b} <= set(_FP8) | set(_I8) | set(_I4) | {"f16", "bf16"}:
             yield shape, a, f"mma.sync.aligned.{shape}.row.col{mod}.{d}.{a}.{b}.{c}"
+    for layouts, a, d, c, mod in itertools.product(("row.row", "col.row", "col.col"), inputs, accs, accs, mods):
+        yield "m8n8k4", a, f"mma.sync.aligned.m8n8k4.{layouts}{mod}.{d}.{a}.{a}.{c}"
 
 
 def test_nothing_outside_the_accepted_list_parses():
-    """About 90,000 near misses: each one not on the list raises InvalidInstructionError,
-    except the m8n8k4 .f16 forms, which fastmma does not model."""
+    """About 90,000 near misses: each one not on the list raises InvalidInstructionError."""
     seen = 0
     for shape, atype, text in _candidates():
         if text in ACCEPTED:
             assert isinstance(parse(text), MmaSync)
             seen += 1
             continue
-        error = UnsupportedInstructionError if (shape, atype) == ("m8n8k4", "f16") else InvalidInstructionError
-        with pytest.raises(error):
+        with pytest.raises(InvalidInstructionError):
             parse(text)
     assert seen == len(ACCEPTED)
 
@@ -102,6 +110,9 @@ def test_nothing_outside_the_accepted_list_parses():
 @pytest.mark.parametrize("layouts", [".col.row", ".row.row", ".col.col"])
 def test_every_accepted_form_rejects_other_layouts(layouts):
     for text in ACCEPTED:
+        if ACCEPTED[text][0] == "m8n8k4" and ACCEPTED[text][2] == "f16":  # any layout pair
+            assert text.replace(".row.col", layouts) in ACCEPTED or ".row.col" not in text
+            continue
         with pytest.raises(InvalidInstructionError, match=r"\.alayout in \.row and \.blayout in \.col"):
             parse(text.replace(".row.col", layouts))
 
@@ -116,6 +127,10 @@ def test_every_accepted_form_rejects_other_layouts(layouts):
     ("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32", (2, 1, 4, 4)),
     ("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64", (8, 4, 4, 4)),
     ("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", (1, 1, 2, 2)),
+    # four quad-pair products: A and B two .f16x2 registers, C and D four .f16x2 or eight .f32
+    ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", (2, 2, 8, 8)),
+    ("mma.sync.aligned.m8n8k4.col.row.f16.f16.f16.f16", (2, 2, 4, 4)),
+    ("mma.sync.aligned.m8n8k4.row.row.f32.f16.f16.f16", (2, 2, 4, 8)),
     ("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32", (1, 1, 2, 2)),
     ("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32", (4, 2, 4, 4)),
     ("mma.sync.aligned.m8n8k32.row.col.s32.s4.u4.s32", (1, 1, 2, 2)),
@@ -203,9 +218,6 @@ def test_rejected_forms_name_the_qualifier_and_the_choices(text, needles):
 
 
 @pytest.mark.parametrize("text,needles", [
-    ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", ["m8n8k4", ".f16", "quad-pair"]),
-    ("mma.sync.aligned.m8n8k4.col.row.f16.f16.f16.f16", ["m8n8k4", "quad-pair"]),
-    ("mma.sync.aligned.m8n8k4.row.row.f32.f16.f16.f16", ["m8n8k4", "quad-pair"]),
     ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", ["mma.sp", "sparse"]),
     ("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {a,b,c,d}, {e,f,g,h}, "
      "{i,j,k,l}, {m,n,o,p}, r, 0x0;", ["mma.sp", "sparse"]),
@@ -257,6 +269,11 @@ def test_wmma_is_not_mistaken_for_mma():
      ConvertedF16Rule(FusedDotRule(16, 25, -133, 23, "rz", "f32"), 32)),
     ("mma.sync.aligned.m16n8k16.row.col.f16.e5m2.e5m2.f16",
      ConvertedF16Rule(FusedDotRule(8, 25, -21, 10, "rne", "f16"), 16)),
+    # m8n8k4 .f16 through single-precision FFMA (recorded, and ptxas's SASS): a chain for an f32 D,
+    # two pairs added to C for an f16 D
+    ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", FfmaExpansionRule("chain")),
+    ("mma.sync.aligned.m8n8k4.col.col.f32.f16.f16.f16", FfmaExpansionRule("chain")),
+    ("mma.sync.aligned.m8n8k4.row.row.f16.f16.f16.f16", FfmaExpansionRule("pairs")),
 ])
 def test_numerics_rules(text, expected_rule):
     rule = parse(text).rule

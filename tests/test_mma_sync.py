@@ -13,7 +13,7 @@ import pytest
 
 import fastmma
 from fastmma import mma_sync
-from fastmma.errors import InvalidInstructionError, OperandError, UnsupportedInstructionError
+from fastmma.errors import InvalidInstructionError, OperandError
 from fastmma.isa import MmaSync, parse
 from fastmma.kernels.converted_sum import add_nearest, to_f16
 from fastmma.layout.mma_fragments import fragment_layout
@@ -325,8 +325,8 @@ def test_bad_calls_name_what_is_wrong():
         mma_sync.mma(inst, a, np.zeros((32, 4), np.uint32), c)
     with pytest.raises(InvalidInstructionError, match="MmaSync"):
         mma_sync.mma("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", a, b, c)
-    with pytest.raises(UnsupportedInstructionError, match="quad-pair"):
-        mma_sync.mma("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", a, b, c)
+    with pytest.raises(OperandError, match=r"c must have shape \(32, 8\)"):
+        mma_sync.mma("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", a[:, :2], b, c)
     with pytest.raises(OperandError, match="32-bit registers"):
         mma_sync.mma(inst, a.astype(np.float64), b, c)
 

@@ -17,11 +17,11 @@ from .instruction import (
     WmmaMma,
     WmmaStore,
 )
-from .numerics import ConvertedF16Rule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+from .numerics import ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .parser import parse
 
 __all__ = [
     "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaFence", "WgmmaCommitGroup",
     "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "FusedDotRule", "IntDotRule", "PopcRule",
-    "FmaChainRule", "ConvertedF16Rule", "Ldmatrix", "Stmatrix", "Movmatrix",
+    "FmaChainRule", "ConvertedF16Rule", "FfmaExpansionRule", "Ldmatrix", "Stmatrix", "Movmatrix",
 ]

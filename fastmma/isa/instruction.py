@@ -237,11 +237,17 @@ class WmmaMma(_WarpMma):
 class MmaSync(_WarpMma):
     """``mma.sync.aligned``: D (M×N) = A (M×K) · B (K×N) + C across a warp, on fragments
     in registers (PTX ISA 9.7.14.5).  ``rounding`` is ``"rn"`` for .f64 (its only and
-    default mode) and ``None`` otherwise; ``op`` is .and/.xor for .b1."""
+    default mode) and ``None`` otherwise; ``op`` is .and/.xor for .b1.  ``m8n8k4`` with .f16
+    inputs is four independent products a warp, one per quad pair (:attr:`quad_pairs`)."""
 
     shape: Shape = Shape(16, 8, 16)
     family = "mma"
     _regs = staticmethod(tables.mma_fragment_regs)
+
+    @property
+    def quad_pairs(self) -> bool:
+        """Whether the warp runs four independent M x N x K products, one per quad pair."""
+        return str(self.shape) == "m8n8k4" and self.atype == "f16"
 
     @property
     def rule(self):

@@ -155,13 +155,47 @@ class ConvertedF16Rule:
                 f"with one addition rounded to nearest even, NaN canonical")
 
 
+@dataclass(frozen=True)
+class FfmaExpansionRule:
+    """``mma.sync.m8n8k4`` with f16 inputs on sm_90a, as ptxas (CUDA 13.0) expands it: sm_90 has
+    no tensor-core form of it, and the SASS converts each f16 element to f32 (``HADD2.F32``)
+    and sums with single-precision ``FFMA``, ``FMUL`` and ``FADD``, each rounded to nearest
+    even, subnormals kept, a NaN canonical (tests/golden/probes/q14_mma_m8n8k4 holds the
+    recordings).  ``order`` is the SASS's order of the 4 k terms:
+
+    * ``chain`` (an f32 D): ``s = fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, +0))))``,
+      then ``D = C + s``;
+    * ``pairs`` (an f16 D): ``p01 = fma(a1, b1, a0 * b0)``, ``p23 = fma(a3, b3, a2 * b2)``,
+      then ``(C + p01) + p23`` in f32, converted to f16 to nearest even.
+
+    An f16 C is converted to f32 exactly.  A k-loop repeats this per instruction, with the
+    accumulator (rounded to D's type) as the next instruction's C.
+    """
+
+    order: str
+    k: int = 4
+
+    @property
+    def group(self) -> int:
+        """The k terms of one instruction: K must be a multiple of it."""
+        return self.k
+
+    def describe(self) -> str:
+        if self.order == "chain":
+            return ("f16 converted to f32; s = fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, +0)))), then C + s, "
+                    "each step one f32 operation rounded to nearest even (subnormals kept, NaN canonical)")
+        return ("f16 converted to f32; (C + fma(a1, b1, a0 * b0)) + fma(a3, b3, a2 * b2), each step one f32 "
+                "operation rounded to nearest even (subnormals kept, NaN canonical), then to f16 to nearest even")
+
+
 @functools.lru_cache(maxsize=None)
 def mma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
              rounding: str | None):
     """The rule of one ``mma.sync`` form on sm_90a (PTX ISA 9.7.14.5; the recordings in
     tests/golden/probes/q10_mma_sync): an f64 fma chain, a b1 popc, an exact integer dot, the
     fused float sum of all k terms at once (f16, bf16 and tf32: unlike ``wmma``'s m16n16k8,
-    ``mma``'s tf32 m16n8k8 is one fused step of 8), or, for fp8, :class:`ConvertedF16Rule`."""
+    ``mma``'s tf32 m16n8k8 is one fused step of 8), for fp8 :class:`ConvertedF16Rule`, and
+    for m8n8k4 with f16 inputs :class:`FfmaExpansionRule`."""
     if atype == "f64":
         return FmaChainRule(rounding or "rn")
     if atype == "b1":
@@ -170,4 +204,6 @@ def mma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: st
         return IntDotRule(k, satfinite)
     if atype in _FP8:
         return ConvertedF16Rule(float_rule("f16", dtype, dtype, k // 2), k)
+    if atype == "f16" and k == 4:  # m8n8k4: four quad-pair products, expanded to f32 FFMA
+        return FfmaExpansionRule("pairs" if dtype == "f16" else "chain")
     return float_rule(atype, ctype, dtype, k)

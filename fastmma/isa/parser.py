@@ -572,15 +572,12 @@ def _wmma_memory_operands(inst, ops):
 
 def _mma_row(types: list[str], shape: Shape, name: str):
     """The MMA_TYPE_ROWS row of ``.dtype.atype.btype.ctype`` (PTX ISA 9.7.14.5): four type
-    qualifiers, always; the unmodelled m8n8k4 .f16 form raises UnsupportedInstructionError."""
+    qualifiers, always."""
     if len(types) != 4:
         raise _fail(f"mma.sync needs four type qualifiers .dtype.atype.btype.ctype, got "
                     f"{_choices(types) or 'none'}")
     atype, btype = types[1], types[2]
-    why = tables.MMA_NOT_MODELLED.get((str(shape), atype))
-    if why is not None:
-        raise UnsupportedInstructionError(f"{why} (in {name!r})")
-    row = tables.mma_type_row(atype, btype)
+    row = tables.mma_type_row(atype, btype, str(shape))
     if row is None:
         pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.MMA_TYPE_ROWS)
         raise _fail(f"mma.sync has no variant with .atype .{atype} and .btype .{btype}; "
@@ -591,21 +588,27 @@ def _mma_row(types: list[str], shape: Shape, name: str):
 
 
 def _mma_accumulator(row, dtype: str, ctype: str) -> None:
-    """.dtype and .ctype: both in the row's accumulator types, and equal (ptxas sm_90a)."""
+    """.dtype and .ctype: both in the row's accumulator types, and equal or one of the row's
+    ``cd_pairs`` (ptxas sm_90a)."""
     for what, value in ((".dtype", dtype), (".ctype", ctype)):
         if value not in row.cd_types:
             raise _fail(f"{what} .{value} is not valid for {row.name} mma.sync; allowed: "
                         f"{_choices(row.cd_types)}")
-    if dtype != ctype:
+    if row.cd_pairs and (dtype, ctype) not in row.cd_pairs:
+        pairs = ", ".join(f".{d}.{c}" for d, c in row.cd_pairs)
+        raise _fail(f".dtype .{dtype} with .ctype .{ctype}: {row.name} mma.sync takes .dtype/.ctype {pairs} "
+                    f"(.dtype must be .f32 where .ctype is .f32)")
+    if dtype != ctype and not row.cd_pairs:
         raise _fail(f".dtype .{dtype} with .ctype .{ctype}: {row.name} mma.sync needs .dtype equal to "
                     f".ctype, both in {_choices(row.cd_types)}")
 
 
 def _mma_layouts(quals, row) -> tuple[str, str]:
-    """``.alayout.blayout``: two layout qualifiers, ``.row.col`` for every form."""
+    """``.alayout.blayout``: two layout qualifiers, ``.row.col`` for every form but m8n8k4 .f16."""
     layouts = quals.get("layout")
     if len(layouts) != 2:
-        raise _fail(f"mma.sync needs two layout qualifiers .alayout.blayout (.row.col), got "
+        raise _fail(f"mma.sync needs two layout qualifiers .alayout.blayout ({_choices(row.a_layouts)} then "
+                    f"{_choices(row.b_layouts)}), got "
                     f"{_choices(layouts) or 'none'}")
     alayout, blayout = layouts
     if alayout not in row.a_layouts or blayout not in row.b_layouts:

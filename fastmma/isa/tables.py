@@ -149,10 +149,12 @@ class MmaTypeRow:
     accepts them.
 
     ``atypes``/``btypes``: element types of A and B (any pair of the two lists);
-    ``shapes``; ``cd_types``: accumulator types, with .dtype equal to .ctype (".dtype must
-    be '.f32' when .ctype is '.f32'", ptxas); ``a_layouts``/``b_layouts``: every form is
-    ``.row.col``; ``satfinite``: .satfinite allowed; ``ops``: .op.popc required (b1);
-    ``roundings``: the rounding modifiers allowed (f64 only, default .rn).
+    ``shapes``; ``cd_types``: accumulator types, with .dtype equal to .ctype unless
+    ``cd_pairs`` lists the (.dtype, .ctype) pairs allowed (".dtype must be '.f32' when
+    .ctype is '.f32'", ptxas); ``a_layouts``/``b_layouts``: ``.row.col`` for every form but
+    m8n8k4 .f16, which takes either for each; ``satfinite``: .satfinite allowed; ``ops``:
+    .op.popc required (b1); ``roundings``: the rounding modifiers allowed (f64 only, default
+    .rn); ``quad_pairs``: four independent products a warp, one per quad pair (m8n8k4 .f16).
     """
 
     name: str
@@ -165,11 +167,15 @@ class MmaTypeRow:
     satfinite: bool = False
     ops: tuple[str, ...] = ()
     roundings: tuple[str, ...] = ()
+    cd_pairs: tuple[tuple[str, str], ...] = ()
+    quad_pairs: bool = False
 
 
 _FP8 = ("e4m3", "e5m2")
 
 MMA_TYPE_ROWS = (
+    MmaTypeRow(".f16 m8n8k4", ("f16",), ("f16",), ("m8n8k4",), ("f16", "f32"), ("row", "col"), ("row", "col"),
+               cd_pairs=(("f16", "f16"), ("f32", "f16"), ("f32", "f32")), quad_pairs=True),
     MmaTypeRow(".f16", ("f16",), ("f16",), ("m16n8k8", "m16n8k16"), ("f16", "f32")),
     MmaTypeRow(".bf16", ("bf16",), ("bf16",), ("m16n8k8", "m16n8k16"), ("f32",)),
     MmaTypeRow(".tf32", ("tf32",), ("tf32",), ("m16n8k4", "m16n8k8"), ("f32",)),
@@ -187,19 +193,11 @@ MMA_TYPE_ROWS = (
 MMA_SHAPES = tuple(sorted(dict.fromkeys(s for row in MMA_TYPE_ROWS for s in row.shapes),
                           key=lambda s: tuple(map(int, re.findall(r"\d+", s)))))
 
-# Valid PTX that fastmma does not execute, keyed by (shape, .atype), with the reason.
-MMA_NOT_MODELLED = {
-    ("m8n8k4", "f16"): "mma.sync.aligned.m8n8k4 with .f16 inputs runs four independent quad-pair "
-                       "products per warp; fastmma does not model it",
-}
-
-
-def mma_type_row(atype: str, btype: str) -> MmaTypeRow | None:
-    """The mma.sync syntax-table row whose .atype/.btype lists hold this pair, if any."""
-    for row in MMA_TYPE_ROWS:
-        if atype in row.atypes and btype in row.btypes:
-            return row
-    return None
+def mma_type_row(atype: str, btype: str, shape: str | None = None) -> MmaTypeRow | None:
+    """The mma.sync syntax-table row whose .atype/.btype lists hold this pair (and whose
+    shapes hold ``shape``, where a row for it exists), if any."""
+    rows = [row for row in MMA_TYPE_ROWS if atype in row.atypes and btype in row.btypes]
+    return next((row for row in rows if shape in row.shapes), rows[0] if rows else None)
 
 
 # Bits per element of each fragment type; f16 C/D are packed .f16x2, so 16 bits as well.
@@ -214,13 +212,15 @@ def mma_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
 
     The warp's 32 threads share the matrix evenly (PTX ISA 9.7.14.5, "Matrix fragments for
     mma.m16n8k*"): R×C elements of b bits make R*C*b/1024 32-bit registers; an .f64
-    register is 64 bits, so .f64 fragments take R*C/32.  A is M×K, B is K×N, C/D are M×N.
+    register is 64 bits, so .f64 fragments take R*C/32.  A is M×K, B is K×N, C/D are M×N;
+    m8n8k4 with 16-bit A (.f16) holds four such products' matrices.
     """
     m, n, k = map(int, re.match(r"^m(\d+)n(\d+)k(\d+)$", shape).groups())
     rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[matrix]
     if elem_type == "f64":
         return rows * cols // 32
-    return rows * cols * MMA_ELEM_BITS[elem_type] // 1024
+    products = 4 if shape == "m8n8k4" else 1  # only .f16 (and .f64, above) has this shape
+    return products * rows * cols * MMA_ELEM_BITS[elem_type] // 1024
 
 
 # ---------------------------------------------------------------- ldmatrix / stmatrix

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ..formats import get_format
-from ..isa.numerics import ConvertedF16Rule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+from ..isa.numerics import ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .decode import float_params
 
 ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
@@ -67,6 +67,8 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute)
+    if isinstance(rule, FfmaExpansionRule):
+        return _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if macs <= SMALL_KERNEL_MACS and isinstance(rule, FusedDotRule):
         return _fused(_module("small_gemm").small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if macs < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
@@ -137,6 +139,8 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
                                                       neg_b=neg_b, inner=execute_stack)
+    if isinstance(rule, FfmaExpansionRule):
+        return _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     integers = isinstance(rule, (IntDotRule, PopcRule)) and count * m * kk * n >= FAST_KERNEL_MIN_MACS
     small_f64 = isinstance(rule, FmaChainRule) and count > 1 and m * kk * n < _module("fma64").HOST_FMA_MIN_WORK
     if integers or small_f64:
@@ -156,6 +160,12 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
         else:
             out[s0] = execute(rule, a[s0], b[s0], c[s0], atype, btype, ctype, dtype, **kw)
     return out
+
+
+def _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw):
+    """:class:`FfmaExpansionRule` through :mod:`.ffma_expansion` (one GEMM or a stack)."""
+    with launch_lock:
+        return _module("ffma_expansion").ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw)
 
 
 def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
@@ -211,6 +221,8 @@ def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
                                                       neg_b=neg_b, inner=reference)
+    if isinstance(rule, FfmaExpansionRule):  # one kernel: each step is one IEEE operation, nothing to simplify
+        return _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)

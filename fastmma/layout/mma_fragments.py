@@ -21,8 +21,17 @@ in ``tests/golden/probes/q10_mma_sync`` were made by placing logical matrices th
 maps; the register files they hold are the test of the maps, since the numbers come out right
 only if the hardware reads the elements from where the maps put them.
 
-``mma.sync.m8n8k4`` with ``.f16`` inputs (four independent products, one per quad pair) is not
-modelled.
+``mma.sync.m8n8k4`` with ``.f16`` inputs (9.7.14.5.1) runs four independent 8x8x4 products,
+one per quad pair ``p``: lanes ``4p .. 4p + 3`` (the low group) and ``4p + 16 .. 4p + 19`` (the
+high group).  :func:`quad_pair_layout` stacks the four products' matrices into one logical
+matrix each: A ``32 x 4`` and C, D ``32 x 8`` with product ``p`` in rows ``8p .. 8p + 7``, B
+``4 x 32`` with product ``p`` in columns ``8p .. 8p + 7``.  Within a product, with ``t = lane
+% 4`` and ``h = 4`` in the high group (0 in the low)::
+
+    A .row: row = t + h, col = i             A .col: row = i + h, col = t      (element i of 4)
+    B .row: row = t, col = i + h             B .col: row = i, col = t + h
+    C, D .f16: row = t + h, col = i                                            (element i of 8)
+    C, D .f32: row = (lane & 1) + (i & 2) + h, col = (i & 4) + (lane & 2) + (i & 1)
 """
 
 from __future__ import annotations
@@ -91,6 +100,53 @@ def _build(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
     return FragmentLayout(matrix, shape, elem_type, rows, cols, bits, words, index, first)
 
 
+QUAD_PAIRS = 4  #: products of one mma.sync.m8n8k4 .f16
+
+
+def _quad_pair_coords(matrix: str, elem_type: str, layout: str | None, lane: np.ndarray, i: np.ndarray):
+    """(row, col) within its quad pair's product of slot ``i`` of ``lane``: the module docstring."""
+    t, h = lane % 4, 4 * (lane >= 16)
+    if matrix == "a":
+        return (t + h, i) if layout == "row" else (i + h, t)
+    if matrix == "b":
+        return (t, i + h) if layout == "row" else (i, t + h)
+    if elem_type == "f16":
+        return t + h, i
+    return (lane & 1) + (i & 2) + h, (i & 4) + (lane & 2) + (i & 1)
+
+
+@lru_cache(maxsize=None)
+def quad_pair_layout(matrix: str, elem_type: str, layout: str | None = None) -> FragmentLayout:
+    """The :class:`~fastmma.layout.wmma_fragments.FragmentLayout` of ``mma.sync.m8n8k4`` with
+    ``.f16`` inputs for operand ``matrix`` ("a".."d"): A and B ``.f16`` in ``layout`` ("row"
+    or "col"), C and D ``.f16`` or ``.f32``, over the four quad pairs' matrices stacked as the
+    module docstring says (A ``32 x 4``, B ``4 x 32``, C and D ``32 x 8``).  Cached."""
+    if matrix not in MATRICES:
+        raise OperandError(f"matrix must be one of {', '.join(MATRICES)}, got {matrix!r}")
+    allowed = ("f16",) if matrix in "ab" else ("f16", "f32")
+    if elem_type not in allowed:
+        raise OperandError(f"element type of matrix {matrix} for mma .m8n8k4 with .f16 inputs must be "
+                           f"{' or '.join('.' + t for t in allowed)}, got {elem_type!r}")
+    if matrix in "ab" and layout not in ("row", "col"):
+        raise OperandError(f"matrix {matrix} of mma .m8n8k4 .f16 is .row or .col, got {layout!r}")
+    rows, cols = {"a": (32, 4), "b": (4, 32)}.get(matrix, (32, 8))
+    slots = 4 if matrix in "ab" else 8
+    lane = np.arange(WARP_SIZE, dtype=np.int64)[:, None]
+    i = np.arange(slots, dtype=np.int64)[None, :]
+    r, c = _quad_pair_coords(matrix, elem_type, layout, lane, i)
+    p = (lane % 16) // 4
+    r, c = (r, c + 8 * p) if matrix == "b" else (r + 8 * p, c)
+    index = (r * cols + c).astype(np.int32)
+    flat = index.ravel()
+    if np.unique(flat).size != flat.size or flat.size != rows * cols:
+        raise AssertionError(f"quad-pair map of {matrix}/{elem_type}/{layout} is not one slot per element")
+    first = np.argsort(flat, kind="stable").astype(np.int64)
+    index.setflags(write=False)
+    first.setflags(write=False)
+    bits = get_format(elem_type).bits
+    return FragmentLayout(matrix, "m8n8k4", elem_type, rows, cols, bits, slots * bits // 32, index, first)
+
+
 def fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
     """The :class:`~fastmma.layout.wmma_fragments.FragmentLayout` of ``mma.sync``'s operand
     ``matrix`` ("a".."d") for ``.shape`` and ``.elem_type`` (leading dots accepted), checked
@@ -110,6 +166,9 @@ def fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
     if elem_type not in allowed:
         raise OperandError(f"element type of matrix {matrix} for mma .{shape} must be one of "
                            f"{', '.join('.' + t for t in allowed)}, got {elem_type!r}")
+    if shape == "m8n8k4" and elem_type != "f64":
+        raise OperandError("mma .m8n8k4 with .f16 inputs holds four quad-pair products, and its A and B maps depend "
+                           "on .row/.col: use quad_pair_layout(matrix, elem_type, layout)")
     _CHECKED[key] = found = _build(matrix, shape, elem_type)
     return found
 
