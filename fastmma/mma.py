@@ -35,7 +35,8 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     ``instruction`` is PTX text (operands optional) or a parsed instruction.  For wgmma,
     ``imm-scale-a/b = -1`` negate A/B; C is used when it is given and ``scale_d`` (default:
     the instruction's immediate scale-d, or true) holds.  Returns D in the accumulator's
-    dtype.
+    dtype.  ``mma.sync.m8n8k4`` with f16 inputs computes four products a warp, one per quad
+    pair; here A (8, 4), B (4, 8) and C (8, 8) are one of them.
 
     Stacks of operands, A (..., M, K), B (..., K, N) and C (..., M, N) with their leading
     dimensions broadcast as in ``numpy.matmul``, issue the instruction once per matrix of the

@@ -108,17 +108,22 @@ def mma_job(var, rng, modes, per_mode, out, question=Q10):
                     steps = [bits[:, j * k:(j + 1) * k] if x == "a" else bits[j * k:(j + 1) * k] for j in range(chain)]
                     regs[x].append(np.stack([pack_fragment(np.ascontiguousarray(t), lay) for t in steps]))
             mode_list.append(mode)
+    return _register_job(var, regs, mode_list, out, question, _heldout("mma", var["name"]), var)
+
+
+def _register_job(var, regs, mode_list, out, question, heldout, gen):
+    """The job of an mma variant from its cases' A, B and C registers and modes."""
     n = len(mode_list)
     arrays = {f"{x}_regs": np.stack(regs[x]).astype(np.uint32) for x in "abc"}
     arrays["mode"] = np.array(mode_list, np.uint8)
     meta = {
         "variant": var["name"], "qualifiers": var["qualifiers"], "ptx_template": var["ptx_template"],
-        "split": "probe", "heldout_only_variant": _heldout("mma", var["name"]),
+        "split": "probe", "heldout_only_variant": heldout,
         "case_index": list(range(n)), "n_cases": n, "target": "sm_90a",
         "fragment_regs": var["regs"], "fragment_words": var["words"],
         "probe_question": question, "case_labels": [""] * n,
     }
-    return {"kind": "mma", "kernel": _cid(var["name"]), "out": out, "meta": meta, "gen": var,
+    return {"kind": "mma", "kernel": _cid(var["name"]), "out": out, "meta": meta, "gen": gen,
             "arrays": arrays}
 
 
@@ -284,18 +289,8 @@ def quad_pair_job(var, rng, modes=(0, 1, 2, 3, 4, 5), per_mode=2):
             for x, mat in zip("abc", (A, B, C)):
                 regs[x].append(pack_fragment(np.ascontiguousarray(mat).astype(storage(T[x])), L[x]))
             mode_list.append(mode)
-    n = len(mode_list)
-    arrays = {f"{x}_regs": np.stack(regs[x]).astype(np.uint32) for x in "abc"}
-    arrays["mode"] = np.array(mode_list, np.uint8)
-    meta = {
-        "variant": var["name"], "qualifiers": var["qualifiers"], "ptx_template": var["ptx_template"],
-        "split": "probe", "heldout_only_variant": True, "case_index": list(range(n)), "n_cases": n,
-        "target": "sm_90a", "fragment_regs": var["regs"], "fragment_words": var["words"],
-        "probe_question": Q14, "case_labels": [""] * n,
-    }
     gen = {k: v for k, v in var.items() if k != "layouts"}
-    return {"kind": "mma", "kernel": _cid(var["name"]), "out": f"q14_mma_m8n8k4/{var['name']}.npz", "meta": meta,
-            "gen": gen, "arrays": arrays}
+    return _register_job(var, regs, mode_list, f"q14_mma_m8n8k4/{var['name']}.npz", Q14, True, gen)
 
 
 def _quad_pair_matrices(var, rng, mode):
