@@ -50,7 +50,7 @@ def _add_f32(p, c, out):
 
 
 @njit(cache=True, inline="always")
-def _f16_bits(s):
+def f16_bits_nearest(s):
     """f16 bits of a float64 ``s`` that is the exact sum of two finite f16 values, rounded to
     nearest even (overflow to infinity)."""
     sign = np.uint16(0x8000) if np.signbit(s) else np.uint16(0)
@@ -72,7 +72,7 @@ def _add_f16_one(x, y):
         return F16_NAN
     if np.isinf(x) or np.isinf(y):
         return np.uint16(0x7C00) if x + y > 0 else np.uint16(0xFC00)
-    return _f16_bits(x + y)  # exact in float64: two f16 values span at most 41 bits
+    return f16_bits_nearest(x + y)  # exact in float64: two f16 values span at most 41 bits
 
 
 @njit(cache=True, parallel=True)

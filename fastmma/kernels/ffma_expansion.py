@@ -19,8 +19,9 @@ import numpy as np
 from numba import njit, prange
 
 from .bitcast import f32_bits
-from .converted_sum import F16_NAN, F32_NAN, _f16_bits
+from .converted_sum import F16_NAN, F32_NAN, f16_bits_nearest
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
+from .vector_ops import f32_from_f16_bits
 
 ORDERS = {"chain": 0, "pairs": 1}
 F16_INF = np.uint16(0x7C00)
@@ -86,12 +87,7 @@ def _round_f16_value(x):
     """``x`` (an f32 value) rounded to nearest-even f16, as a float64 (``F2FP.F16.F32``)."""
     if np.isnan(x) or np.isinf(x):
         return x
-    bits = _f16_bits(x)
-    e = (bits >> 10) & 0x1F
-    mag = np.float64(bits & 0x3FF) * 2.0 ** -24 if e == 0 else (1024.0 + (bits & 0x3FF)) * 2.0 ** (e - 25)
-    if e == 0x1F:
-        mag = np.inf
-    return -mag if bits & 0x8000 else mag
+    return np.float64(f32_from_f16_bits(f16_bits_nearest(x)))
 
 
 @njit(cache=True, inline="always")
@@ -100,7 +96,7 @@ def _f16_out(x):
         return F16_NAN
     if np.isinf(x):
         return F16_INF | np.uint16(0x8000) if x < 0 else F16_INF
-    return _f16_bits(x)
+    return f16_bits_nearest(x)
 
 
 def ffma_expansion(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, use_c: bool = True,
