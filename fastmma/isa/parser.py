@@ -511,13 +511,7 @@ def _build_wmma_mma(opcode, quals, operands, text):
                    atype=atype, btype=btype, ctype=ctype, satfinite=satfinite,
                    rounding=(rounding or "rn") if row.roundings else None, op=op)
     if operands is not None:
-        if len(operands) != 4:
-            raise _fail(f"wmma.mma takes 4 operands d, a, b, c; got {len(operands)}")
-        for name, op_ in zip("dabc", operands):
-            want = inst.fragment_regs(name)
-            if op_.kind != "vector" or len(op_.regs) != want:
-                raise _fail(f"wmma.mma .{shape} operand {name} must be a vector of {want} registers, "
-                            f"got {op_.text!r}")
+        _dabc_operands(inst, operands, "wmma.mma", f".{shape}")
     return inst
 
 
@@ -633,15 +627,15 @@ def _mma_modifiers(quals, row) -> tuple[bool, str | None, str | None]:
     return satfinite, (rounding or "rn") if row.roundings else None, op
 
 
-def _mma_operands(inst: MmaSync, operands) -> None:
-    """d, a, b, c: four vectors of ``fragment_regs`` registers each."""
+def _dabc_operands(inst, operands, what: str, form: str) -> None:
+    """d, a, b, c of a warp-level mma (``wmma.mma``, ``mma.sync``): four vectors of
+    ``fragment_regs`` registers each; errors name ``what`` and its ``form``."""
     if len(operands) != 4:
-        raise _fail(f"mma.sync takes 4 operands d, a, b, c; got {len(operands)}")
+        raise _fail(f"{what} takes 4 operands d, a, b, c; got {len(operands)}")
     for name, op in zip("dabc", operands):
         want = inst.fragment_regs(name)
         if op.kind != "vector" or len(op.regs) != want:
-            raise _fail(f"mma.sync .{inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype} operand "
-                        f"{name} must be a vector of {want} registers, got {op.text!r}")
+            raise _fail(f"{what} {form} operand {name} must be a vector of {want} registers, got {op.text!r}")
 
 
 def _build_mma(opcode, quals, operands, text):
@@ -659,7 +653,7 @@ def _build_mma(opcode, quals, operands, text):
     inst = MmaSync(opcode, text, operands, shape=shape, alayout=alayout, blayout=blayout, dtype=dtype,
                    atype=atype, btype=btype, ctype=ctype, satfinite=satfinite, rounding=rounding, op=op)
     if operands is not None:
-        _mma_operands(inst, operands)
+        _dabc_operands(inst, operands, "mma.sync", f".{shape}.{dtype}.{atype}.{btype}.{ctype}")
     return inst
 
 
