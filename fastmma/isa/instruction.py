@@ -246,13 +246,14 @@ class MmaSync(_WarpMma):
 
     @property
     def quad_pairs(self) -> bool:
-        """Whether the warp runs four independent M x N x K products, one per quad pair."""
-        return str(self.shape) == "m8n8k4" and self.atype == "f16"
+        """Whether the warp runs four independent M x N x K products, one per quad pair (its
+        row of ``tables.MMA_TYPE_ROWS`` says)."""
+        return tables.mma_type_row(self.atype, self.btype, str(self.shape)).quad_pairs
 
     @property
     def rule(self):
         return numerics.mma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
-                                 self.op, self.rounding)
+                                 self.op, self.rounding, self.quad_pairs)
 
 
 @dataclass(frozen=True)

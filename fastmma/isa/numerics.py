@@ -109,15 +109,24 @@ def wgmma_rule(atype: str, dtype: str, k: int, satfinite: bool, op: str | None):
     return float_rule(atype, dtype, dtype, k)
 
 
-@functools.lru_cache(maxsize=None)
-def wmma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
-              rounding: str | None):
+def _exact_rule(atype: str, k: int, satfinite: bool, op: str | None, rounding: str | None):
+    """The rule of a warp-level mma (``wmma`` or ``mma.sync``) whose sums are exact before one
+    final step: the f64 fma chain, the b1 popc and the integer dot; None for float inputs."""
     if atype == "f64":
         return FmaChainRule(rounding or "rn")
     if atype == "b1":
         return PopcRule(op, k)
     if atype in ("s8", "u8", "s4", "u4"):
         return IntDotRule(k, satfinite)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def wmma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
+              rounding: str | None):
+    exact = _exact_rule(atype, k, satfinite, op, rounding)
+    if exact is not None:
+        return exact
     # wmma tf32 m16n16k8 runs as two fused steps of k = 4 (recorded)
     group = 4 if atype == "tf32" else k
     return float_rule(atype, ctype, dtype, group)
@@ -190,20 +199,17 @@ class FfmaExpansionRule:
 
 @functools.lru_cache(maxsize=None)
 def mma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
-             rounding: str | None):
+             rounding: str | None, quad_pairs: bool = False):
     """The rule of one ``mma.sync`` form on sm_90a (PTX ISA 9.7.14.5; the recordings in
     tests/golden/probes/q10_mma_sync): an f64 fma chain, a b1 popc, an exact integer dot, the
     fused float sum of all k terms at once (f16, bf16 and tf32: unlike ``wmma``'s m16n16k8,
     ``mma``'s tf32 m16n8k8 is one fused step of 8), for fp8 :class:`ConvertedF16Rule`, and
-    for m8n8k4 with f16 inputs :class:`FfmaExpansionRule`."""
-    if atype == "f64":
-        return FmaChainRule(rounding or "rn")
-    if atype == "b1":
-        return PopcRule(op, k)
-    if atype in ("s8", "u8", "s4", "u4"):
-        return IntDotRule(k, satfinite)
+    for the ``quad_pairs`` form (m8n8k4 with f16 inputs) :class:`FfmaExpansionRule`."""
+    exact = _exact_rule(atype, k, satfinite, op, rounding)
+    if exact is not None:
+        return exact
     if atype in _FP8:
         return ConvertedF16Rule(float_rule("f16", dtype, dtype, k // 2), k)
-    if atype == "f16" and k == 4:  # m8n8k4: four quad-pair products, expanded to f32 FFMA
+    if quad_pairs:
         return FfmaExpansionRule("pairs" if dtype == "f16" else "chain")
     return float_rule(atype, ctype, dtype, k)

@@ -10,6 +10,7 @@ tables and the rest of fastmma reads the results.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -193,6 +194,7 @@ MMA_TYPE_ROWS = (
 MMA_SHAPES = tuple(sorted(dict.fromkeys(s for row in MMA_TYPE_ROWS for s in row.shapes),
                           key=lambda s: tuple(map(int, re.findall(r"\d+", s)))))
 
+@functools.lru_cache(maxsize=256)  # asked on every mma.sync call (MmaSync.quad_pairs)
 def mma_type_row(atype: str, btype: str, shape: str | None = None) -> MmaTypeRow | None:
     """The mma.sync syntax-table row whose .atype/.btype lists hold this pair (and whose
     shapes hold ``shape``, where a row for it exists), if any."""
