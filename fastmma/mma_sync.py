@@ -23,11 +23,10 @@ import numpy as np
 
 from .isa import MmaSync
 from .kernels import execute_stack
-from .layout import register_file
 from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout
-from .layout.wmma_fragments import pack_fragment, unpack_fragment
+from .layout.wmma_fragments import pack_fragment
 from .mma import as_instruction, broadcast_stacks, flat_stack
-from .wmma import mma_on_fragments, mma_stack_on_fragments
+from .wmma import fragment_matrices, mma_on_fragments, mma_stack_on_fragments
 
 WARP_SIZE = 32
 
@@ -54,10 +53,11 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
 def _quad_pair_mma(inst, a, b, c, *, stack: bool) -> np.ndarray:
     """``mma.sync.m8n8k4`` with ``.f16`` inputs: each warp's four quad-pair products (8 x 8 x 4)
     as one stack of GEMMs, their matrices read and written by :func:`quad_pair_layout`."""
-    layouts = {x: quad_pair_layout(x, t, {"a": inst.alayout, "b": inst.blayout}.get(x))
-               for x, t in (("a", inst.atype), ("b", inst.btype), ("c", inst.ctype), ("d", inst.dtype))}
-    mats = {x: unpack_fragment(register_file(f, WARP_SIZE, layouts[x].words, x, stack=stack), layouts[x])
-            for x, f in (("a", a), ("b", b), ("c", c))}
+    def layout_of(matrix, shape, elem_type):
+        return quad_pair_layout(matrix, elem_type, {"a": inst.alayout, "b": inst.blayout}.get(matrix))
+
+    mats = fragment_matrices(inst, a, b, c, layout_of, stack=stack)
+    d_layout = layout_of("d", "m8n8k4", inst.dtype)
     batch = broadcast_stacks({x: m.shape[:-2] for x, m in mats.items()},
                              "the stack dimensions (all but the last two of a, b and c)") if stack else ()
     a4 = flat_stack(mats["a"], batch).reshape(-1, 8, 4)  # rows 8p..8p+7 of A are product p's
@@ -65,5 +65,5 @@ def _quad_pair_mma(inst, a, b, c, *, stack: bool) -> np.ndarray:
     c4 = flat_stack(mats["c"], batch).reshape(-1, 8, 8)
     d = execute_stack(inst.rule, np.ascontiguousarray(a4), np.ascontiguousarray(b4), np.ascontiguousarray(c4),
                       inst.atype, inst.btype, inst.ctype, inst.dtype)
-    d = pack_fragment(d.reshape(batch + (WARP_SIZE, 8)), layouts["d"])
-    return d if stack else d.reshape(WARP_SIZE, layouts["d"].words)
+    d = pack_fragment(d.reshape(batch + (WARP_SIZE, 8)), d_layout)
+    return d if stack else d.reshape(WARP_SIZE, d_layout.words)

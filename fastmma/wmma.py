@@ -93,14 +93,14 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
 def mma_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
     """A warp-level mma (``wmma.mma`` or ``mma.sync``) on fragments, its elements placed by
     ``layout_of(matrix, shape, elem_type)`` (the instruction family's fragment maps)."""
-    mats = _matrices(inst, a, b, c, layout_of, stack=False)
+    mats = fragment_matrices(inst, a, b, c, layout_of, stack=False)
     d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
     return pack_fragment(d, layout_of("d", str(inst.shape), inst.dtype))
 
 
 def mma_stack_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
     """:func:`mma_on_fragments` for a stack of warps, through the stack kernels."""
-    mats = _matrices(inst, a, b, c, layout_of, stack=True)
+    mats = fragment_matrices(inst, a, b, c, layout_of, stack=True)
     batch = broadcast_stacks({name: x.shape[:-2] for name, x in mats.items()},
                              "the stack dimensions (all but the last two of a, b and c)")
     d = execute_stack(inst.rule, *(flat_stack(mats[name], batch) for name in "abc"), inst.atype, inst.btype,
@@ -109,7 +109,7 @@ def mma_stack_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
     return pack_fragment(d, d_layout).reshape(batch + (WARP_SIZE, d_layout.words))
 
 
-def _matrices(inst, a, b, c, layout_of, *, stack: bool) -> dict:
+def fragment_matrices(inst, a, b, c, layout_of, *, stack: bool) -> dict:
     """The A, B and C element bits that the fragments hold (checked to be ``uint32[32,
     words]``, or stacks of them where ``stack``)."""
     mats = {}
