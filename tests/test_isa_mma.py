@@ -211,7 +211,12 @@ def test_wrong_operands_name_the_operand_and_the_count(operands, needles):
     ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.foo", [".foo", ".popc"]),
 ])
 def test_rejected_forms_name_the_qualifier_and_the_choices(text, needles):
-    with pytest.raises(InvalidInstructionError) as info:
+    _assert_refused(InvalidInstructionError, text, needles)
+
+
+def _assert_refused(error, text, needles):
+    """``parse(text)`` raises ``error`` whose message holds every one of ``needles``."""
+    with pytest.raises(error) as info:
         parse(text)
     for needle in needles:
         assert needle in str(info.value), (needle, str(info.value))
@@ -227,10 +232,7 @@ def test_rejected_forms_name_the_qualifier_and_the_choices(text, needles):
     ("mma.sync.aligned.m16n8k32.row.col.block_scale.f32.e4m3.e4m3.f32.ue8m0", [".block_scale", "sm_90a"]),
 ])
 def test_valid_forms_fastmma_does_not_model_are_unsupported(text, needles):
-    with pytest.raises(UnsupportedInstructionError) as info:
-        parse(text)
-    for needle in needles:
-        assert needle in str(info.value), (needle, str(info.value))
+    _assert_refused(UnsupportedInstructionError, text, needles)
 
 
 def test_qualifier_order_is_free_except_the_types():
