@@ -5,7 +5,8 @@ Every recorded case is executed as a user would: wmma cases through
 fragment and the stored memory compared; a chain's k-steps in turn, each D the next C),
 wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
 scale-d on the first), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
-registers, ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
+registers, mma.sp cases through :func:`fastmma.mma_sync.mma_sp` on the recorded registers and
+metadata, ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
 and addresses, movmatrix cases through :func:`fastmma.ldmatrix.movmatrix` on the recorded
 registers.
 Every output bit is compared; a case passes only if all of them match.  The format is
@@ -25,9 +26,9 @@ import numpy as np
 from . import ldmatrix, mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
-from .isa import Ldmatrix, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from .isa import Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
-FAMILIES = ("wmma", "wgmma", "mma", "ldmatrix", "stmatrix", "movmatrix")
+FAMILIES = ("wmma", "wgmma", "mma", "mma_sp", "ldmatrix", "stmatrix", "movmatrix")
 WMMA_PREFILL = 0xA5
 
 #: The arrays each family's files hold (FORMAT.md): name -> (dtype kinds, dimensions with
@@ -42,6 +43,8 @@ ARRAYS = {
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
     "mma": {"a_regs": ("u", (3, 4)), "b_regs": ("u", (3, 4)), "c_regs": ("u", 3), "d_regs": ("u", 3),
             "mode": ("iub", 1)},
+    "mma_sp": {"a_regs": ("u", 3), "b_regs": ("u", 3), "c_regs": ("u", 3), "e_regs": ("u", 3), "d_regs": ("u", 3),
+               "mode": ("iub", 1)},
     "ldmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "mode": ("iub", 1)},
     "stmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "smem_after": ("u", 2),
                  "mode": ("iub", 1)},
@@ -122,7 +125,7 @@ def check_recording(arrays: dict, meta: dict) -> None:
     ptx = meta.get("ptx")
     if not isinstance(ptx, list) or not all(isinstance(t, str) for t in ptx):
         raise ConformanceError(f"meta.ptx must be a list of instruction strings, got {ptx!r:.80}")
-    if family in ("mma", "ldmatrix", "stmatrix", "movmatrix") and len(ptx) != 1:
+    if family in ("mma", "mma_sp", "ldmatrix", "stmatrix", "movmatrix") and len(ptx) != 1:
         raise ConformanceError(f"meta.ptx of an {family} file holds its one instruction, got {len(ptx)} lines")
     if family == "wmma" and len(ptx) != len(WMMA_PTX):
         raise ConformanceError(f"meta.ptx of a wmma file holds load a, load b, load c, mma and store "
@@ -267,6 +270,15 @@ def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> 
         _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
 
 
+def replay_mma_sp(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """One ``mma.sp`` per case, on the recorded A, B, C and metadata registers, with the
+    sparsity selector of the recorded instruction's operands."""
+    inst = _instruction(meta["ptx"][0], MmaSp, "mma.sp")
+    for i in range(len(arrays["mode"])):
+        d = mma_sync.mma_sp(inst, arrays["a_regs"][i], arrays["b_regs"][i], arrays["c_regs"][i], arrays["e_regs"][i])
+        _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
+
+
 def replay_ldmatrix(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """Each case's ``ldmatrix`` on its image and lane addresses, against the registers."""
     inst = _instruction(meta["ptx"][0], Ldmatrix, "ldmatrix")
@@ -315,7 +327,8 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
-        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma, "ldmatrix": replay_ldmatrix,
+        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma, "mma_sp": replay_mma_sp,
+                  "ldmatrix": replay_ldmatrix,
                   "stmatrix": replay_stmatrix, "movmatrix": replay_movmatrix}
         replay[family](arrays, meta, result, limit)
     except FastmmaError as exc:

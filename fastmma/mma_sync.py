@@ -7,7 +7,9 @@ words (low first).  Which element each register holds is the ISA's own map
 GPU (tests/golden/probes/q10_mma_sync; :func:`fastmma.isa.numerics.mma_rule`).
 ``mma.sync.m8n8k4`` with ``.f16`` inputs runs four independent products, one per quad pair
 (:func:`fastmma.layout.mma_fragments.quad_pair_layout`; recorded in
-tests/golden/probes/q14_mma_m8n8k4).
+tests/golden/probes/q14_mma_m8n8k4).  :func:`mma_sp` runs the sparse ``mma.sp`` and
+``mma.sp::ordered_metadata`` (PTX ISA 9.7.14.6) with its metadata register
+(:mod:`fastmma.layout.sparse_metadata`; recorded in tests/golden/probes/q15_mma_sp).
 
 Example::
 
@@ -21,9 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import MmaSync
-from .kernels import execute_stack
-from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout
+from .errors import OperandError
+from .isa import MmaSp, MmaSync
+from .kernels import execute_rows, execute_stack
+from .layout import register_file
+from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout, sparse_fragment_layout
+from .layout.sparse_metadata import kept_columns
 from .layout.wmma_fragments import pack_fragment
 from .mma import as_instruction, broadcast_stacks, flat_stack
 from .wmma import fragment_matrices, mma_on_fragments, mma_stack_on_fragments
@@ -66,4 +71,59 @@ def _quad_pair_mma(inst, a, b, c, *, stack: bool) -> np.ndarray:
     d = execute_stack(inst.rule, np.ascontiguousarray(a4), np.ascontiguousarray(b4), np.ascontiguousarray(c4),
                       inst.atype, inst.btype, inst.ctype, inst.dtype)
     d = pack_fragment(d.reshape(batch + (WARP_SIZE, 8)), d_layout)
+    return d if stack else d.reshape(WARP_SIZE, d_layout.words)
+
+
+def mma_sp(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
+    """``mma.sp`` / ``mma.sp::ordered_metadata``: the D fragment ``uint32[32, words]`` from the
+    compressed A, the B and C fragments and the metadata register ``e`` (``uint32[32, 1]``, one
+    register a lane).  ``selector`` is the sparsity selector operand ``f``; it may instead come
+    with the instruction's operands (``... d, a, b, c, e, 1;``), and must where both are given
+    agree.  Metadata that the selected lanes hold and the ISA leaves undefined raise
+    :class:`~fastmma.errors.OperandError`."""
+    return _sparse_mma(as_instruction(instruction, (MmaSp,)), a, b, c, e, selector, stack=False)
+
+
+def mma_sp_stack(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
+    """:func:`mma_sp` for a stack of warps in one call: ``a``, ``b``, ``c`` and ``e`` are
+    ``uint32[..., 32, words]`` (``e``: one word) whose stack dimensions broadcast together."""
+    return _sparse_mma(as_instruction(instruction, (MmaSp,)), a, b, c, e, selector, stack=True)
+
+
+def _selector(inst, selector) -> int:
+    row = inst.type_row
+    allowed = row.selectors[str(inst.shape)]
+    if selector is None:
+        selector = inst.selector
+    elif inst.selector is not None and selector != inst.selector:
+        raise OperandError(f"selector={selector!r} disagrees with the instruction's sparsity selector operand "
+                           f"{inst.selector}")
+    if selector is None:
+        raise OperandError(f"mma.sp needs its sparsity selector: pass selector= (one of "
+                           f"{', '.join(map(str, allowed))} for {row.name} .{inst.shape}) or write the operands")
+    if isinstance(selector, bool) or not isinstance(selector, (int, np.integer)) or selector not in allowed:
+        raise OperandError(f"sparsity selector of {row.name} mma.sp .{inst.shape} must be one of "
+                           f"{', '.join(map(str, allowed))}, got {selector!r}")
+    return int(selector)
+
+
+def _sparse_mma(inst, a, b, c, e, selector, *, stack: bool) -> np.ndarray:
+    """Each row of A keeps K/2 elements: its kept columns (from the metadata) pick the rows of
+    B they meet, and each row of D is one GEMV of the kept products under the instruction's
+    rule (:func:`fastmma.isa.numerics.mma_sp_rule`), the rows of all warps in one stack."""
+    selector = _selector(inst, selector)
+    mats = fragment_matrices(inst, a, b, c, sparse_fragment_layout, stack=stack)
+    mats["e"] = register_file(e, WARP_SIZE, 1, "e", stack=stack)
+    batch = broadcast_stacks({x: m.shape[:-2] for x, m in mats.items()},
+                             "the stack dimensions (all but the last two of a, b, c and e)") if stack else ()
+    a2, b2, c2, e2 = (flat_stack(mats[x], batch) for x in "abce")
+    kept = kept_columns(e2[..., 0], inst.atype, str(inst.shape), selector, inst.spvariant)  # (S, M, K/2)
+    count, m, half = kept.shape
+    n = b2.shape[-1]
+    b_kept = b2[np.arange(count)[:, None, None], kept]  # (S, M, K/2, N): the rows of B each row meets
+    d = execute_rows(inst.rule, np.ascontiguousarray(a2.reshape(count * m, 1, half)),
+                      np.ascontiguousarray(b_kept.reshape(count * m, half, n)),
+                      np.ascontiguousarray(c2.reshape(count * m, 1, n)), inst.atype, inst.btype, inst.ctype, inst.dtype)
+    d_layout = sparse_fragment_layout("d", str(inst.shape), inst.dtype)
+    d = pack_fragment(d.reshape(batch + (m, n)), d_layout)
     return d if stack else d.reshape(WARP_SIZE, d_layout.words)

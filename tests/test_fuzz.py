@@ -33,7 +33,9 @@ PARSED = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
 
 def recorded_texts():
     texts = set()
-    paths = sorted(GOLDEN.glob("*/*.npz"))[::7] + sorted(GOLDEN.glob("probes/q1[02]_*/*.npz"))[::4] + sorted(GOLDEN.glob("probes/q13_*/*.npz"))
+    paths = (sorted(GOLDEN.glob("*/*.npz"))[::7] + sorted(GOLDEN.glob("probes/q1[02]_*/*.npz"))[::4]
+             + sorted(GOLDEN.glob("probes/q13_*/*.npz"))
+             + sorted(GOLDEN.glob("probes/q15_*/*.npz"))[::5])
     for path in paths:
         with np.load(path) as d:
             meta = json.loads(bytes(d["meta"]).decode())
@@ -45,7 +47,7 @@ def recorded_texts():
 VALID_TEXTS = recorded_texts()
 VOCAB = (list(tables.TYPES) + list(tables.LAYOUTS) + list(tables.ROUNDINGS) + list(tables.BIT_OPS)
          + ["sync", "aligned", "satfinite", "popc", "global", "shared", "shared::cta", "m64n8k16", "m16n16k16",
-            "m64n256k32", "m8n8k4", "m0n0k0", "m99999999999n1k1", "a", "b", "c", "d", "sp", "",
+            "m64n256k32", "m8n8k4", "m0n0k0", "m99999999999n1k1", "a", "b", "c", "d", "sp", "sp::ordered_metadata", "",
             "m16n8k16", "m16n8k32", "m8n8", "m16n16", "x1", "x2", "x4", "trans", "b16", "b8", "kind::f8f6f4", "rn"])
 NOISE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 

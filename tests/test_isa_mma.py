@@ -223,9 +223,7 @@ def _assert_refused(error, text, needles):
 
 
 @pytest.mark.parametrize("text,needles", [
-    ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", ["mma.sp", "sparse"]),
-    ("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {a,b,c,d}, {e,f,g,h}, "
-     "{i,j,k,l}, {m,n,o,p}, r, 0x0;", ["mma.sp", "sparse"]),
+    ("mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::f8f6f4.f32.e3m2.e2m1.f32", [".kind", "sm_90a"]),
     ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e2m1.e3m2.f32", [".kind", "sm_90a"]),
     ("mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0",
      [".kind", "sm_90a"]),

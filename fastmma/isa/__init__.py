@@ -4,6 +4,7 @@ immutable objects."""
 from .instruction import (
     Instruction,
     Ldmatrix,
+    MmaSp,
     MmaSync,
     Movmatrix,
     Operand,
@@ -17,11 +18,12 @@ from .instruction import (
     WmmaMma,
     WmmaStore,
 )
-from .numerics import ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
+from .numerics import (ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule,
+                       SparseConvertedF16Rule)
 from .parser import parse
 
 __all__ = [
     "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaFence", "WgmmaCommitGroup",
-    "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "FusedDotRule", "IntDotRule", "PopcRule",
-    "FmaChainRule", "ConvertedF16Rule", "FfmaExpansionRule", "Ldmatrix", "Stmatrix", "Movmatrix",
+    "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "MmaSp", "FusedDotRule", "IntDotRule", "PopcRule",
+    "FmaChainRule", "ConvertedF16Rule", "FfmaExpansionRule", "SparseConvertedF16Rule", "Ldmatrix", "Stmatrix", "Movmatrix",
 ]

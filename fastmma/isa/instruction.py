@@ -257,6 +257,31 @@ class MmaSync(_WarpMma):
 
 
 @dataclass(frozen=True)
+class MmaSp(_WarpMma):
+    """``mma.sp{::ordered_metadata}.sync.aligned``: D (M×N) = A (M×K) · B (K×N) + C across a
+    warp, with A structured sparse (PTX ISA 9.7.14.6): its fragment holds the compressed M×K/2
+    matrix, and the metadata operand ``e`` says where each kept element lies in its row.
+    ``spvariant`` is ``"sp"`` or ``"sp::ordered_metadata"``; ``selector`` is the sparsity
+    selector operand ``f`` (which threads of each four hold the metadata), ``None`` where the
+    text gave no operands."""
+
+    spvariant: str = "sp::ordered_metadata"
+    selector: int | None = None
+    shape: Shape = Shape(16, 8, 32)
+    family = "mma_sp"
+    _regs = staticmethod(tables.mma_sp_fragment_regs)
+
+    @property
+    def type_row(self):
+        """The row of ``tables.MMA_SP_TYPE_ROWS`` this form belongs to."""
+        return tables.mma_sp_type_row(self.atype, self.btype)
+
+    @property
+    def rule(self):
+        return numerics.mma_sp_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite)
+
+
+@dataclass(frozen=True)
 class _MatrixMove(Instruction):
     """What ``ldmatrix`` and ``stmatrix`` share: ``num`` 8x8 matrices of 16-bit elements,
     optionally transposed, one register of each per lane."""

@@ -165,6 +165,30 @@ class ConvertedF16Rule:
 
 
 @dataclass(frozen=True)
+class SparseConvertedF16Rule(ConvertedF16Rule):
+    """fp8 ``mma.sp`` on sm_90a, as ptxas (CUDA 13.0) expands it: its SASS converts A and B to
+    f16 (``F2FP.F16.E4M3.UNPACK_B``), re-packs the metadata, and issues two sparse f16
+    ``HMMA.SP.16832.F32``, the first from zero and the second onto the first's result, then adds
+    C with ``FADD`` (tests/golden/probes/q15_mma_sp holds the recordings).
+
+    The rule runs on a row's ``k`` kept products (half the instruction's K), in compressed
+    order (element ``c`` of the compressed row lies in the 4-wide chunk ``c // 2``): the first
+    step takes the kept products of the even chunks, the second those of the odd chunks; each
+    step is the f16 tensor core's fused sum of ``k / 2`` terms (``inner``).
+    """
+
+    def k_order(self) -> tuple[int, ...]:
+        """The compressed indices in the order the two f16 steps take them."""
+        return (tuple(i for i in range(self.k) if (i // 2) % 2 == 0)
+                + tuple(i for i in range(self.k) if (i // 2) % 2 == 1))
+
+    def describe(self) -> str:
+        return (f"A and B converted to f16; of the {self.k} kept products, those of the even 4-wide chunks, then "
+                f"those of the odd ones, each half by the f16 rule ({self.inner.describe()}), the first from +0 "
+                f"and the second onto it; then C added with one addition rounded to nearest even, NaN canonical")
+
+
+@dataclass(frozen=True)
 class FfmaExpansionRule:
     """``mma.sync.m8n8k4`` with f16 inputs on sm_90a, as ptxas (CUDA 13.0) expands it: sm_90 has
     no tensor-core form of it, and the SASS converts each f16 element to f32 (``HADD2.F32``)
@@ -213,3 +237,19 @@ def mma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: st
     if quad_pairs:
         return FfmaExpansionRule("pairs" if dtype == "f16" else "chain")
     return float_rule(atype, ctype, dtype, k)
+
+
+@functools.lru_cache(maxsize=None)
+def mma_sp_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool):
+    """The rule of one ``mma.sp`` form on sm_90a (PTX ISA 9.7.14.6; the recordings in
+    tests/golden/probes/q15_mma_sp), applied to each row's ``k / 2`` kept products: the
+    elements the metadata leaves out take no part (an infinity or NaN of B facing one does
+    not reach D).  Float inputs: one fused sum of the kept products plus C, as the dense
+    ``mma`` of the same types sums its k terms; integers: the exact dot, wrapped or clamped
+    once; fp8: :class:`SparseConvertedF16Rule`."""
+    kept = k // 2
+    if atype in ("s8", "u8", "s4", "u4"):
+        return IntDotRule(kept, satfinite)
+    if atype in _FP8:
+        return SparseConvertedF16Rule(float_rule("f16", dtype, dtype, kept // 2), kept)
+    return float_rule(atype, ctype, dtype, kept)

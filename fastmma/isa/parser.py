@@ -13,6 +13,7 @@ offending qualifier or operand and lists what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -21,6 +22,7 @@ from . import tables
 from .instruction import (
     Instruction,
     Ldmatrix,
+    MmaSp,
     MmaSync,
     Movmatrix,
     Operand,
@@ -42,8 +44,8 @@ _INT_RE = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]
 
 OPCODES = (
     "wgmma.mma_async", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
-    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma", "ldmatrix", "stmatrix",
-    "movmatrix",
+    "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma", "mma.sp", "ldmatrix",
+    "stmatrix", "movmatrix",
 )
 
 
@@ -191,6 +193,8 @@ def _classify(tok: str) -> str:
             return kind
     if tok in ("satfinite", "popc"):
         return tok
+    if tok in tables.MMA_SP_VARIANTS:
+        return "spvariant"
     return "unknown"
 
 
@@ -203,6 +207,7 @@ _ALLOWED = {
     "wgmma.commit_group": ("sync", "aligned"),
     "wgmma.wait_group": ("sync", "aligned"),
     "mma": ("sync", "aligned", "layout", "shape", "type", "satfinite", "rounding", "op", "popc"),
+    "mma.sp": ("spvariant", "sync", "aligned", "layout", "shape", "type", "satfinite"),
     "ldmatrix": ("sync", "aligned", "mshape", "num", "trans", "ss", "type"),
     "stmatrix": ("sync", "aligned", "mshape", "num", "trans", "ss", "type"),
     "movmatrix": ("sync", "aligned", "mshape", "trans", "type"),
@@ -248,7 +253,7 @@ _KIND_NAMES = {
     "sync": ".sync", "aligned": ".aligned", "shape": ".shape", "type": "type qualifiers",
     "layout": ".row/.col", "satfinite": ".satfinite", "rounding": ".rn/.rz/.rm/.rp",
     "op": ".and/.xor", "popc": ".popc", "ss": ".global/.shared/.shared::cta",
-    "mshape": ".m8n8", "num": ".x1/.x2/.x4", "trans": ".trans",
+    "mshape": ".m8n8", "num": ".x1/.x2/.x4", "trans": ".trans", "spvariant": ".sp/.sp::ordered_metadata",
 }
 
 
@@ -317,6 +322,8 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
         return "wmma.mma", rest
     if parts[0] == "mma":
         _refuse_unmodelled_mma(parts, name)
+        if len(parts) > 1 and parts[1] in tables.MMA_SP_VARIANTS:
+            return "mma.sp", parts[1:]
         return "mma", parts[1:]
     if parts[0] in ("ldmatrix", "stmatrix", "movmatrix"):
         return parts[0], parts[1:]
@@ -336,10 +343,8 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
 
 
 # Qualifiers (the part before any ``::``) of mma forms fastmma does not execute, with the
-# reason: sparse A (``mma.sp``, ``mma.sp::ordered_metadata``) and the sm_100+/sm_120 .kind /
-# block-scale forms (PTX ISA 9.7.14.5, 9.7.14.6).
+# reason: the sm_100+/sm_120 .kind / block-scale forms (PTX ISA 9.7.14.5, 9.7.14.6).
 _MMA_UNMODELLED = {
-    "sp": "mma.sp (sparse A with metadata) is not supported by fastmma",
     "kind": "mma.sync .kind::... forms are not sm_90a instructions (sm_100+/sm_120); fastmma models sm_90a",
     "block_scale": "mma.sync .block_scale forms are not sm_90a instructions (sm_100+/sm_120); fastmma models sm_90a",
     "scale_vec": "mma.sync .scale_vec::... (block scaling) is not an sm_90a qualifier; fastmma models sm_90a",
@@ -354,7 +359,7 @@ def _refuse_unmodelled_mma(parts: list[str], name: str) -> None:
         why = _MMA_UNMODELLED.get(tok.split("::")[0])
         if why is not None:
             raise UnsupportedInstructionError(
-                f"{why} (in {name!r}); fastmma parses mma.sync.aligned without .sp, .kind, "
+                f"{why} (in {name!r}); fastmma parses mma.sync.aligned and mma.sp.sync.aligned without .kind, "
                 f".block_scale or .scale_vec")
 
 
@@ -657,6 +662,54 @@ def _build_mma(opcode, quals, operands, text):
     return inst
 
 
+# ---------------------------------------------------------------- mma.sp
+
+
+def _build_mma_sp(opcode, quals, operands, text):
+    """``mma.sp{::ordered_metadata}.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype
+    d, a, b, c, e, f``, validated against ``tables.MMA_SP_TYPE_ROWS`` (PTX ISA 9.7.14.6.3, as ptxas
+    sm_90a accepts it): ``e`` the metadata register, ``f`` the sparsity selector, an integer
+    constant the shape allows."""
+    what = "mma.sp"
+    spvariant = quals.one("spvariant", "sparse variant")
+    shape = quals.shape(_choices(tables.MMA_SP_SHAPES))
+    types = quals.get("type")
+    if len(types) != 4:
+        raise _fail(f"{what} needs four type qualifiers .dtype.atype.btype.ctype, got {_choices(types) or 'none'}")
+    dtype, atype, btype, ctype = types
+    row = tables.mma_sp_type_row(atype, btype)
+    if row is None:
+        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.MMA_SP_TYPE_ROWS)
+        raise _fail(f"{what} has no variant with .atype .{atype} and .btype .{btype}; valid .atype/.btype pairs "
+                    f"(sm_90a): {pairs}")
+    if str(shape) not in row.shapes:
+        raise _fail(f"shape .{shape} is not valid for {row.name} {what}; valid shapes: {_choices(row.shapes)}")
+    if (dtype, ctype) not in row.cd_pairs:
+        pairs = ", ".join(f".{d}.{c}" for d, c in row.cd_pairs)
+        raise _fail(f".dtype .{dtype} with .ctype .{ctype} is not valid for {row.name} {what}; .dtype.ctype: {pairs}")
+    if quals.get("layout") != ["row", "col"]:
+        raise _fail(f"{what} needs the layouts .row.col, got {_choices(quals.get('layout')) or 'none'}")
+    satfinite = bool(quals.get("satfinite"))
+    if satfinite and not row.satfinite:
+        raise _fail(f".satfinite is not valid on {row.name} {what}; only on integer (.s8/.u8/.s4/.u4) forms")
+    inst = MmaSp(opcode, text, operands, spvariant=spvariant, shape=shape, alayout="row", blayout="col",
+                 dtype=dtype, atype=atype, btype=btype, ctype=ctype, satfinite=satfinite)
+    if operands is None:
+        return inst
+    form = f".{shape}.{dtype}.{atype}.{btype}.{ctype}"
+    if len(operands) != 6:
+        raise _fail(f"{what} takes 6 operands d, a, b, c, e, f; got {len(operands)}")
+    _dabc_operands(inst, operands[:4], what, form)
+    e, f = operands[4:]
+    if e.kind != "reg" or e.negated:
+        raise _fail(f"{what} operand e (the metadata) must be a 32-bit register, got {e.text!r}")
+    allowed = row.selectors[str(shape)]
+    if f.kind != "imm" or f.value not in allowed:
+        raise _fail(f"{what} {form}: the sparsity selector f must be an integer constant in "
+                    f"{_choices(allowed, dot=False)}, got {f.text!r}")
+    return dataclasses.replace(inst, selector=f.value)
+
+
 # ---------------------------------------------------------------- ldmatrix / stmatrix
 
 
@@ -737,6 +790,7 @@ _BUILDERS = {
     "wmma.load": _build_wmma_memory,
     "wmma.store": _build_wmma_memory,
     "mma": _build_mma,
+    "mma.sp": _build_mma_sp,
     "ldmatrix": _build_matrix_move,
     "stmatrix": _build_matrix_move,
     "movmatrix": _build_movmatrix,

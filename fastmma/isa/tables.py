@@ -225,6 +225,73 @@ def mma_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
     return products * rows * cols * MMA_ELEM_BITS[elem_type] // 1024
 
 
+# ---------------------------------------------------------------- mma.sp (sparse A)
+
+
+@dataclass(frozen=True)
+class MmaSpTypeRow:
+    """One row of the ``mma.sp`` / ``mma.sp::ordered_metadata`` syntax tables (PTX ISA
+    9.7.14.6.3), as ptxas -arch=sm_90a accepts them: ``.row.col`` only; ``cd_pairs`` the
+    (.dtype, .ctype) pairs (ptxas 13.0 refuses an f16 D with an f32 C and the reverse, and fp8
+    with an f16 D); ``selectors`` the sparsity selectors the ISA allows at each shape ("Sparse
+    matrix storage": one thread of four, a thread pair, or all four contribute metadata);
+    ``chunk`` the dense elements a metadata nibble covers (4: 2:4 sparsity; 2: .tf32's 1:2;
+    8: .s4/.u4's pair-wise 4:8) and ``nibbles`` the index values the ISA gives a meaning, by
+    variant ("sp" or "sp::ordered_metadata")."""
+
+    name: str
+    atypes: tuple[str, ...]
+    btypes: tuple[str, ...]
+    selectors: dict  # shape -> allowed sparsity selectors
+    cd_pairs: tuple[tuple[str, str], ...]
+    chunk: int = 4
+    satfinite: bool = False
+    nibbles: dict = None  # variant -> meaningful nibble values
+
+    @property
+    def shapes(self) -> tuple[str, ...]:
+        return tuple(self.selectors)
+
+
+MMA_SP_VARIANTS = ("sp", "sp::ordered_metadata")
+#: metadata nibbles (index of the first kept element in bits 0-1, the second in bits 2-3): any
+#: two different indices for .sp, increasing ones for ::ordered_metadata; .tf32 keeps one of two
+_ANY_PAIR = tuple(v for v in range(16) if v & 3 != v >> 2)
+_INCREASING = tuple(v for v in range(16) if v & 3 < v >> 2)
+_PAIR_NIBBLES = {"sp": _ANY_PAIR, "sp::ordered_metadata": _INCREASING}
+
+MMA_SP_TYPE_ROWS = (
+    MmaSpTypeRow(".f16", ("f16",), ("f16",), {"m16n8k16": (0, 1, 2, 3), "m16n8k32": (0, 1)},
+                 (("f16", "f16"), ("f32", "f32")), nibbles=_PAIR_NIBBLES),
+    MmaSpTypeRow(".bf16", ("bf16",), ("bf16",), {"m16n8k16": (0, 1, 2, 3), "m16n8k32": (0, 1)},
+                 (("f32", "f32"),), nibbles=_PAIR_NIBBLES),
+    MmaSpTypeRow(".tf32", ("tf32",), ("tf32",), {"m16n8k8": (0, 1, 2, 3), "m16n8k16": (0, 1)},
+                 (("f32", "f32"),), chunk=2, nibbles={v: (0x4, 0xE) for v in MMA_SP_VARIANTS}),
+    MmaSpTypeRow("FP8", _FP8, _FP8, {"m16n8k64": (0,)}, (("f32", "f32"),),
+                 nibbles={v: _INCREASING for v in MMA_SP_VARIANTS}),
+    MmaSpTypeRow("integer", ("s8", "u8"), ("s8", "u8"), {"m16n8k32": (0, 1), "m16n8k64": (0,)},
+                 (("s32", "s32"),), satfinite=True, nibbles=_PAIR_NIBBLES),
+    MmaSpTypeRow("sub-byte", ("s4", "u4"), ("s4", "u4"), {"m16n8k64": (0, 1), "m16n8k128": (0,)},
+                 (("s32", "s32"),), chunk=8, satfinite=True, nibbles=_PAIR_NIBBLES),
+)
+
+MMA_SP_SHAPES = tuple(sorted(dict.fromkeys(s for row in MMA_SP_TYPE_ROWS for s in row.shapes),
+                             key=lambda s: tuple(map(int, re.findall(r"\d+", s)))))
+
+
+def mma_sp_type_row(atype: str, btype: str) -> MmaSpTypeRow | None:
+    """The mma.sp syntax-table row whose .atype/.btype lists hold this pair, if any."""
+    return next((row for row in MMA_SP_TYPE_ROWS if atype in row.atypes and btype in row.btypes), None)
+
+
+def mma_sp_fragment_regs(matrix: str, shape: str, elem_type: str) -> int:
+    """Registers per thread of the mma.sp ``matrix`` fragment: A is the compressed M x K/2
+    matrix (PTX ISA 9.7.14.6.2), B, C and D as for a dense ``mma`` of the shape."""
+    m, n, k = map(int, re.match(r"^m(\d+)n(\d+)k(\d+)$", shape).groups())
+    rows, cols = {"a": (m, k // 2), "b": (k, n)}.get(matrix, (m, n))
+    return rows * cols * MMA_ELEM_BITS[elem_type] // 1024
+
+
 # ---------------------------------------------------------------- ldmatrix / stmatrix
 
 

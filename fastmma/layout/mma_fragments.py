@@ -76,11 +76,11 @@ def _coords(matrix: str, v: int, i: np.ndarray, j: np.ndarray, g: np.ndarray, t:
 
 
 @lru_cache(maxsize=None)
-def _build(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
+def _build(matrix: str, shape: str, elem_type: str, sparse: bool = False) -> FragmentLayout:
     m, n, k = shape_dims(shape)
-    rows, cols = {"a": (m, k), "b": (k, n)}.get(matrix, (m, n))
+    rows, cols = {"a": (m, k // 2 if sparse else k), "b": (k, n)}.get(matrix, (m, n))
     bits = get_format(elem_type).bits
-    regs = tables.mma_fragment_regs(matrix, shape, elem_type)
+    regs = rows * cols // 32 if bits == 64 else rows * cols * tables.MMA_ELEM_BITS[elem_type] // 1024
     v = _per_register(bits)
     lane = np.arange(WARP_SIZE, dtype=np.int64)[:, None]
     g, t = lane >> 2, lane % 4
@@ -174,3 +174,31 @@ def fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
 
 
 _CHECKED: dict[tuple, FragmentLayout] = {}  # arguments that passed the checks (strings only)
+
+
+def sparse_fragment_layout(matrix: str, shape: str, elem_type: str) -> FragmentLayout:
+    """The :class:`~fastmma.layout.wmma_fragments.FragmentLayout` of ``mma.sp``'s operand
+    ``matrix`` (PTX ISA 9.7.14.6.2): A is the compressed ``M x K/2`` matrix (each row's kept
+    elements in order), B is ``K x N``, C and D ``M x N``, all by the formulas of the module
+    docstring (the compressed A as the dense ``m16n8k(K/2)`` A, B extended to the full K);
+    the recordings of tests/golden/probes/q15_mma_sp hold them.  Checked against the ISA's
+    table of ``mma.sp`` forms; cached."""
+    key = ("sp", matrix, shape, elem_type)
+    try:
+        return _CHECKED[key]
+    except (KeyError, TypeError):
+        pass
+    matrix, shape, elem_type = (x.lstrip(".") if isinstance(x, str) else x for x in (matrix, shape, elem_type))
+    if matrix not in MATRICES:
+        raise OperandError(f"matrix must be one of {', '.join(MATRICES)}, got {matrix!r}")
+    rows = [r for r in tables.MMA_SP_TYPE_ROWS if shape in r.shapes]
+    if not rows:
+        raise OperandError(f"shape must be an mma.sp shape ({', '.join('.' + s for s in tables.MMA_SP_SHAPES)}), "
+                           f"got {shape!r}")
+    allowed = tuple(dict.fromkeys(t for r in rows for t in (
+        {"a": r.atypes, "b": r.btypes}.get(matrix) or tuple(x for p in r.cd_pairs for x in p))))
+    if elem_type not in allowed:
+        raise OperandError(f"element type of matrix {matrix} for mma.sp .{shape} must be one of "
+                           f"{', '.join('.' + t for t in allowed)}, got {elem_type!r}")
+    _CHECKED[key] = found = _build(matrix, shape, elem_type, True)
+    return found

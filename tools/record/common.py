@@ -30,6 +30,8 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
     ("stmatrix", False): "image copied into shared memory; __syncwarp; registers read; stmatrix; __syncwarp; "
                          "shared memory copied out",
     ("movmatrix", False): "register a loaded from memory; movmatrix; register d written to memory",
+    ("mma_sp", False): "registers a, b, c and the metadata e loaded from memory; mma.sp with the variant's "
+                       "sparsity selector; registers d written to memory",
     ("mma", True): "registers c loaded; (registers a, b of the step loaded; mma.sync, the previous D as C) "
                    "x{chain}; registers d written to memory",
 }
@@ -145,6 +147,10 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
                           result["dyn_bytes"], result["fills"])
     elif job["kind"] == "mma":
         out = {k: arrays[k][sel] for k in ("a_regs", "b_regs", "c_regs", "mode")}
+        out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]
+        meta = mma_meta(job, device)
+    elif job["kind"] == "mma_sp":
+        out = {k: arrays[k][sel] for k in ("a_regs", "b_regs", "c_regs", "e_regs", "mode")}
         out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]
         meta = mma_meta(job, device)
     elif job["kind"] == "movmatrix":

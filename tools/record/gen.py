@@ -319,6 +319,36 @@ extern "C" __global__ void __launch_bounds__(32)
 """
 
 
+def mma_sp_kernel(kname: str, var: dict) -> str:
+    """One warp per case (q15): every lane loads its A, B, C and metadata registers, issues the
+    one ``mma.sp`` with the variant's sparsity selector and writes its D registers out."""
+    T, R, W = var["types"], var["regs"], var["words"]
+    names = {x: _regs(x, R[x]) for x in "abcd"}
+    decl = "\n".join(f"  {_kind(T[x])[0]} {', '.join(names[x])};" for x in "abcd")
+    nd, na, nb, nc = R["d"], R["a"], R["b"], R["c"]
+    outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
+    ins = ", ".join([f'"{_kind(T[x])[1]}"({r})' for x in "abc" for r in names[x]] + ['"r"(e)'])
+    loads = "\n".join(f"  {{ const u32* {x}w = {x}regs + ((size_t)cs * 32 + lane) * {W[x]};\n"
+                      + _words_in(f"{x}w", names[x], T[x]) + "\n  }" for x in "abc")
+    return f"""
+extern "C" __global__ void __launch_bounds__(32)
+{kname}(const u32* __restrict__ aregs, const u32* __restrict__ bregs, const u32* __restrict__ cregs,
+        const u32* __restrict__ eregs, u32* __restrict__ dregs)
+{{
+  const int cs = blockIdx.x, lane = threadIdx.x;
+{decl}
+{loads}
+  u32 e = eregs[(size_t)cs * 32 + lane];
+  asm volatile("{var["inst"]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, {_vec(nd + na + nb, nc)}, "
+               "%{nd + na + nb + nc}, {var["selector"]};"
+               : {outs} : {ins});
+  {{ u32* dw = dregs + ((size_t)cs * 32 + lane) * {W['d']};
+{_words_out("dw", names["d"], T["d"], None)}
+  }}
+}}
+"""
+
+
 def matrix_move_kernel(kname: str, var: dict) -> str:
     """One warp per case: the image copied into shared memory, then the one ``ldmatrix`` (its
     registers written out) or ``stmatrix`` (the registers read in, the image copied back out),
@@ -411,6 +441,7 @@ def generate(jobs) -> str:
             continue
         done.add(j["kernel"])
         gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel,
+               "mma_sp": mma_sp_kernel,
                "ldmatrix": matrix_move_kernel, "stmatrix": matrix_move_kernel,
                "movmatrix": movmatrix_kernel}[j["kind"]]
         src.append(gen(j["kernel"], j["gen"]))
@@ -452,6 +483,12 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
         if j["kind"] in ("ldmatrix", "stmatrix"):
             assert len(lines) == 1, lines
             tmpl = re.sub(r"\{[^}]*\}", "{R}", re.sub(r"\[[^\]]*\]", "[P]", lines[0]))
+            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+            j["meta"]["ptx"] = lines
+            continue
+        if j["kind"] == "mma_sp":
+            assert len(lines) == 1, lines
+            tmpl = re.sub(r"\{[^}]*\}, \{[^}]*\}, \{[^}]*\}, \{[^}]*\}, %r\d+,", "D, A, B, C, E,", lines[0])
             assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
             j["meta"]["ptx"] = lines
             continue

@@ -1128,6 +1128,9 @@ def build_jobs(seed=20261122, only=None):
     jobs += q12_jobs(rng)
     jobs += q13_jobs(rng)
     jobs += q14_jobs(rng)
+    from sparse_probes import q15_jobs
+
+    jobs += q15_jobs(rng)
     if only:
         jobs = [j for j in jobs if j["out"].startswith(tuple(only))]
     seen = {}

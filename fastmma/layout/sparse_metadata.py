@@ -1,0 +1,150 @@
+"""Where ``mma.sp``'s metadata lives, and what it says (PTX ISA 9.7.14.6.1-2).
+
+A structured-sparse row of A keeps half its elements.  The row is cut into chunks (4 dense
+elements for 2:4 sparsity, 2 for ``.tf32``'s 1:2, 8 for ``.s4``/``.u4``'s pair-wise 4:8), and a
+4-bit metadata nibble per chunk holds two 2-bit indices: bits 0-1 the place of the chunk's
+first kept element, bits 2-3 the second's (``.s4``/``.u4``: of its first and second kept pair;
+``.tf32``: ``0b0100`` keeps element 0, ``0b1110`` element 1).  The compressed row holds the
+kept elements in order, two per chunk (one for ``.tf32``, four for ``.s4``/``.u4``).
+
+The ISA draws which lane's metadata register holds which nibble as figures only; the
+recordings in tests/golden/probes/q15_mma_sp (layout cases, every selector) give them.  With
+``g = lane >> 2`` (rows ``g`` and ``g + 8``, ``h`` 0 or 1 for the two) and chunk ``q`` of a row,
+the nibble lives in lane ``4 g + t`` at nibble ``s`` (bits ``4 s .. 4 s + 3``):
+
+* 16- and 32-bit types (``.f16``, ``.bf16``, ``.tf32``; 4 chunks a thread):
+  ``t = base + q // 4``, ``s = 4 h + q % 4``;
+* 8- and 4-bit types (``.s8``, ``.u8``, ``.e4m3``, ``.e5m2``, ``.s4``, ``.u4``; 8 chunks a thread):
+  ``t = base + h + 2 (q // 8)``, ``s = q % 8``;
+
+where ``base`` is the sparsity selector times the threads it names: one thread of each four
+where a quad's metadata fills one register, a pair (selector 0: threads 0 and 1, 1: 2 and 3)
+where it fills two, all four (selector 0) where it fills four.  Other lanes' metadata are not
+read.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import OperandError
+from ..isa import tables
+from .mma_fragments import shape_dims
+
+WARP_SIZE = 32
+
+
+def _row(atype: str) -> tables.MmaSpTypeRow:
+    row = next((r for r in tables.MMA_SP_TYPE_ROWS if atype in r.atypes), None)
+    if row is None:
+        raise OperandError(f"mma.sp .atype must be one of "
+                           f"{', '.join('.' + t for r in tables.MMA_SP_TYPE_ROWS for t in r.atypes)}, got {atype!r}")
+    return row
+
+
+@lru_cache(maxsize=None)
+def metadata_slots(atype: str, shape: str, selector: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(lane, nibble)``, each ``int64[M, K/chunk]``: where the metadata of chunk ``q`` of
+    row ``i`` of A lives (module docstring)."""
+    row = _row(atype)
+    if shape not in row.shapes:
+        raise OperandError(f"shape .{shape} is not an mma.sp shape of {row.name}; valid: "
+                           f"{', '.join('.' + s for s in row.shapes)}")
+    if selector not in row.selectors[shape]:
+        raise OperandError(f"sparsity selector of {row.name} mma.sp .{shape} must be one of "
+                           f"{', '.join(map(str, row.selectors[shape]))}, got {selector!r}")
+    m, _, k = shape_dims(shape)
+    chunks = k // row.chunk
+    i = np.arange(m)[:, None]
+    q = np.arange(chunks)[None, :]
+    g, h = i % 8, i // 8
+    wide = tables.MMA_ELEM_BITS[atype] >= 16
+    threads = chunks // 4  # registers a quad's metadata fills: 2 rows x chunks x 4 bits
+    base = selector * threads
+    if wide:
+        t, s = base + q // 4, 4 * h + q % 4
+    else:
+        t, s = base + h + 2 * (q // 8), q % 8
+    lane, nibble = np.broadcast_to(4 * g + t, (m, chunks)).copy(), np.broadcast_to(s, (m, chunks)).copy()
+    lane.setflags(write=False)
+    nibble.setflags(write=False)
+    return lane, nibble
+
+
+@lru_cache(maxsize=None)
+def _nibble_tables(atype: str, spvariant: str) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the 16 nibble values: whether the ISA gives it a meaning for ``atype`` and
+    ``spvariant``, and the kept places within the chunk it names."""
+    row = _row(atype)
+    meaningful = np.zeros(16, bool)
+    meaningful[list(row.nibbles[spvariant])] = True
+    v = np.arange(16)
+    first, second = v & 3, v >> 2
+    if row.chunk == 2:  # .tf32: one of two
+        places = (v == 0xE)[:, None].astype(np.int64)
+    elif row.chunk == 8:  # pairs of .s4/.u4
+        places = np.stack([2 * first, 2 * first + 1, 2 * second, 2 * second + 1], axis=-1)
+    else:
+        places = np.stack([first, second], axis=-1)
+    return meaningful, places
+
+
+def kept_columns(e_regs: np.ndarray, atype: str, shape: str, selector: int, spvariant: str) -> np.ndarray:
+    """The dense column of each kept element of A, ``int64[..., M, K/2]``, from the metadata
+    registers ``e_regs`` (``uint32[..., 32]``, one register a lane) of a stack of warps.
+
+    Raises :class:`~fastmma.errors.OperandError` where a nibble that is read holds an index
+    pair the ISA gives no meaning (undefined behaviour: two equal indices; for
+    ``::ordered_metadata``, and for fp8 in either variant, indices not increasing; for
+    ``.tf32``, anything but ``0b0100`` and ``0b1110``)."""
+    row = _row(atype)
+    lane, nib = metadata_slots(atype, shape, selector)
+    meaningful, places = _nibble_tables(atype, spvariant)
+    e = np.asarray(e_regs, np.uint32)
+    values = ((e[..., lane] >> (4 * nib).astype(np.uint32)) & np.uint32(0xF)).astype(np.intp)
+    bad = ~meaningful[values]
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        *stack, i, q = (int(x) for x in where)
+        raise OperandError(
+            f"mma.sp metadata: row {i}, chunk {q} (lane {int(lane[i, q])}, bits {4 * int(nib[i, q])}-"
+            f"{4 * int(nib[i, q]) + 3}{f', warp {tuple(stack)}' if stack else ''}) holds "
+            f"0b{int(values[tuple(where)]):04b}, which the ISA leaves undefined for {row.name} .{spvariant}; "
+            f"meaningful values: {', '.join(f'0b{v:04b}' for v in row.nibbles[spvariant])}")
+    out = places[values] + row.chunk * np.arange(values.shape[-1])[:, None]
+    return out.reshape(values.shape[:-1] + (-1,))
+
+
+def encode_metadata(columns: np.ndarray, atype: str, shape: str, selector: int = 0) -> np.ndarray:
+    """The metadata registers ``uint32[..., 32]`` that keep A's elements at ``columns``
+    (``int[..., M, K/2]``, as :func:`kept_columns` returns them; increasing within each
+    chunk for ``::ordered_metadata``), the lanes the selector does not name holding 0."""
+    row = _row(atype)
+    lane, nib = metadata_slots(atype, shape, selector)
+    cols = np.asarray(columns, np.int64)
+    m, _, k = shape_dims(shape)
+    if cols.shape[-2:] != (m, k // 2):
+        raise OperandError(f"columns must be int[..., {m}, {k // 2}] for mma.sp .{shape}, got shape {cols.shape}")
+    per = {2: 1, 4: 2, 8: 4}[row.chunk]
+    chunk = cols.reshape(cols.shape[:-1] + (-1, per))
+    start = row.chunk * np.arange(chunk.shape[-2])[:, None]
+    local = chunk - start
+    if row.chunk == 2:
+        if ((local < 0) | (local > 1)).any():
+            raise OperandError("columns: a .tf32 chunk of 2 keeps column 2q or 2q + 1")
+        values = np.where(local[..., 0] == 1, 0xE, 0x4)
+    else:
+        if row.chunk == 8:
+            if ((local[..., 1::2] != local[..., 0::2] + 1) | (local[..., 0::2] % 2 != 0)).any():
+                raise OperandError("columns: .s4/.u4 keep aligned pairs (2p, 2p + 1) within each chunk of 8")
+            local = local[..., 0::2] // 2
+        if ((local < 0) | (local > 3) | (local[..., 0] == local[..., 1])[..., None]).any():
+            raise OperandError("columns: each chunk keeps two different places 0..3 of its own")
+        values = local[..., 0] | (local[..., 1] << 2)
+    e = np.zeros(cols.shape[:-2] + (WARP_SIZE,), np.uint32)
+    for i in range(m):
+        for q in range(values.shape[-1]):
+            e[..., lane[i, q]] |= (values[..., i, q].astype(np.uint32) << np.uint32(4 * nib[i, q]))
+    return e
