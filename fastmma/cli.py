@@ -245,7 +245,8 @@ def _cmd_info(args) -> int:
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16 with m8n8k4, bf16, "
-          "tf32, e4m3/e5m2, f64, s8/u8, s4/u4, b1), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
+          "tf32, e4m3/e5m2, f64, s8/u8, s4/u4, b1), mma.sp / mma.sp::ordered_metadata (f16, bf16, tf32, e4m3/e5m2, "
+          "s8/u8, s4/u4), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
     root = Path(args.recordings) if args.recordings else default_recordings()
     if root is None:
         print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
@@ -271,6 +272,9 @@ def _family_key(stem: str) -> str:
         return f"wgmma {types}" + (" chain4" if parts[1] == "chain4" else "")
     if parts[0] in ("ldmatrix", "stmatrix", "movmatrix"):
         return " ".join((parts[0], ".".join(parts[1:])))
+    if parts[0] == "mma" and parts[1] in ("sp", "sp_ordered"):  # mma.sp files: variant, shape, types
+        sat = ".satfinite" if "satfinite" in parts else ""
+        return f"mma.{parts[1]} {parts[2]} {'.'.join(parts[5:8])}{sat}"
     if parts[0] == "mma":
         chain = parts[1] if parts[1].startswith("chain") else None
         rest = parts[2:] if chain else parts[1:]
@@ -284,15 +288,18 @@ def _numerics(inst) -> str:
     """The rule in words, with how many times one instruction applies it along its k."""
     text = inst.rule.describe()
     group = getattr(inst.rule, "group", None)
-    if group and inst.shape.k > group:
-        text += (f"; applied {inst.shape.k // group} times in increasing k (K={inst.shape.k}), each result "
+    terms = inst.shape.k // 2 if getattr(inst, "family", None) == "mma_sp" else inst.shape.k  # mma.sp: kept products
+    if group and terms > group:
+        text += (f"; applied {terms // group} times in increasing k (K={inst.shape.k}), each result "
                  f"the next one's C")
+    elif terms < inst.shape.k:
+        text += f" (the {terms} kept products of each row; the elements the metadata leaves out take no part)"
     return text
 
 
 def _cmd_explain(args) -> int:
     from .gemm import resolve_instruction
-    from .isa import Ldmatrix, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+    from .isa import Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 
     text = args.instruction
     full = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
@@ -309,6 +316,19 @@ def _cmd_explain(args) -> int:
               + (" (.f16x2)" if inst.dtype == "f16" else "") + f"; A in registers: {inst.a_regs} registers")
         print(f"immediates: imm-scale-a {inst.imm_scale_a}, imm-scale-b {inst.imm_scale_b}, "
               f"imm-trans-a {inst.imm_trans_a}, imm-trans-b {inst.imm_trans_b}")
+        print(f"numerics: {_numerics(inst)}")
+    elif isinstance(inst, MmaSp):
+        s, row = inst.shape, inst.type_row
+        print(f"shape: M={s.m} N={s.n} K={s.k}; A .{inst.atype} structured sparse (a row keeps {s.k // 2} of its "
+              f"{s.k}: {row.chunk // 2} of each {row.chunk}), B .{inst.btype}, C .{inst.ctype}, D .{inst.dtype}"
+              + (", .satfinite" if inst.satfinite else ""))
+        regs = ", ".join(f"{m.upper()} {inst.fragment_regs(m)}" for m in "abcd")
+        print(f"fragments per lane (32 lanes), registers: {regs} (A: the compressed {s.m}x{s.k // 2}); "
+              f"metadata e: 1 register")
+        chosen = f"selector {inst.selector}" if inst.selector is not None else "selector not given"
+        print(f"sparsity selector f: one of {', '.join(map(str, row.selectors[str(s)]))} ({chosen}); the metadata "
+              f"nibbles the ISA gives a meaning (.{inst.spvariant}): "
+              + ", ".join(f"0b{v:04b}" for v in row.nibbles[inst.spvariant]))
         print(f"numerics: {_numerics(inst)}")
     elif isinstance(inst, (WmmaMma, MmaSync)):
         s = inst.shape

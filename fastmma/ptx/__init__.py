@@ -34,7 +34,7 @@ with its line and column):
   (uniform: every thread takes it or none does), ``ld`` / ``st`` (global, shared or generic;
   ``.v2`` / ``.v4``), ``fence.proxy.async`` (and its ``.global`` / ``.shared::{cta,cluster}``
   forms), ``wgmma.fence / mma_async / commit_group / wait_group``,
-  ``wmma.load / mma / store``, ``mma.sync``, ``ldmatrix`` / ``stmatrix`` / ``movmatrix``, guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
+  ``wmma.load / mma / store``, ``mma.sync``, ``mma.sp``, ``ldmatrix`` / ``stmatrix`` / ``movmatrix``, guarded by ``@p`` / ``@!p``: see :mod:`fastmma.ptx.statements`;
 * labels (``LOOP:``), so a snippet may loop; ``max_steps`` bounds the statements a run executes;
 * operands: registers, brace-enclosed register vectors, integer and floating-point literals
   (``0f3F800000``, ``0d...``, ``1.5``), addresses ``[reg]``, ``[reg+imm]``, ``[var+imm]``,

@@ -50,7 +50,9 @@ statement acts on shared state and runs when any thread's guard holds.
 * ``wmma.load``, ``wmma.mma``, ``wmma.store`` (9.7.14.4.3-5): parsed by
   :func:`fastmma.isa.parse`, executed per warp by :mod:`fastmma.wmma`.
 * ``mma.sync`` (9.7.14.5.14): parsed the same way, executed for every active warp in one
-  call of :func:`fastmma.mma_sync.mma_stack`.
+  call of :func:`fastmma.mma_sync.mma_stack`; ``mma.sp`` / ``mma.sp::ordered_metadata``
+  (9.7.14.6.3), ``d, a, b, c, e, f`` with ``e`` a 32-bit register and ``f`` an immediate, of
+  :func:`fastmma.mma_sync.mma_sp_stack`.
 * ``ldmatrix``, ``stmatrix`` (9.7.14.5.15-16): each lane's address, in shared memory (or a
   generic one that falls there), through :mod:`fastmma.ldmatrix`, every active warp in one
   call; in a warpgroup a stmatrix row is a generic-proxy write (``write_smem``).
@@ -70,7 +72,7 @@ import numpy as np
 from .. import ldmatrix, mma_sync, wmma
 from ..errors import (AlignmentError, HazardError, InvalidInstructionError, MemoryBoundsError, PTXSyntaxError,
                       UnsupportedInstructionError)
-from ..isa import Ldmatrix, MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from ..isa import Ldmatrix, MmaSp, MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
 from ..layout.wmma_memory import default_stride, leading_dimension, matrix_dims
 from ..formats import get_format
 from .checker import CONSTANTS, Checker, located
@@ -668,7 +670,7 @@ class Fragment:
 
 
 _WMMA_FORMS = {WmmaLoad: "r, [p] {, stride}", WmmaStore: "[p], r {, stride}", WmmaMma: "d, a, b, c",
-               MmaSync: "d, a, b, c"}
+               MmaSync: "d, a, b, c", MmaSp: "d, a, b, c, e, f"}
 
 
 def _wmma_roles(inst) -> tuple[str, ...]:
@@ -676,12 +678,14 @@ def _wmma_roles(inst) -> tuple[str, ...]:
         return ("frag:" + inst.matrix, "address", "stride")
     if isinstance(inst, WmmaStore):
         return ("address", "frag:d", "stride")
+    if isinstance(inst, MmaSp):
+        return ("frag:d", "frag:a", "frag:b", "frag:c", "metadata", "selector")
     return ("frag:d", "frag:a", "frag:b", "frag:c")
 
 
 def _fragment_shape(inst, matrix: str) -> tuple[int, bool]:
     """(registers per thread, 64-bit registers) of fragment ``matrix``."""
-    if isinstance(inst, (WmmaMma, MmaSync)):
+    if isinstance(inst, (WmmaMma, MmaSync, MmaSp)):
         return inst.fragment_regs(matrix), inst.atype == "f64"
     return inst.regs, inst.type == "f64"
 
@@ -696,13 +700,18 @@ def check_wmma(ck: Checker, instr: Instr):
     inst = isa_parse(ck, instr.text, instr)
     if not instr.args:
         raise ck.fail(f"{instr.opcode} takes operands {_WMMA_FORMS[type(inst)]}", instr)
-    data = SimpleNamespace(inst=inst, frags={}, address=None, stride=None)
+    data = SimpleNamespace(inst=inst, frags={}, address=None, stride=None, metadata=None)
     for arg, role in zip(instr.args, roles):
         if role.startswith("frag:"):
             matrix = role[5:]
             wide = _fragment_shape(inst, matrix)[1]
             _widths(ck, arg, 64 if wide else 32, f"fragment {matrix}")
             data.frags[matrix] = Fragment(tuple(i.name for i in arg.items), wide)
+        elif role == "metadata":  # the ISA's parse took the selector (an immediate it checked)
+            _widths(ck, arg, 32, "the metadata e", "bus")
+            data.metadata = arg.name
+        elif role == "selector":
+            continue
         elif role == "address":
             data.address = _check_address(ck, arg, inst.state_space)
         else:
@@ -795,7 +804,7 @@ def _write_fragment(m, frag: Fragment, words: np.ndarray, active: np.ndarray) ->
 def run_wmma(m, data, warps: np.ndarray) -> None:
     inst = data.inst
     active = np.repeat(warps, 32)
-    if isinstance(inst, MmaSync):
+    if isinstance(inst, (MmaSync, MmaSp)):
         run_mma_sync(m, data, warps, active)
         return
     if isinstance(inst, WmmaMma):
@@ -825,11 +834,16 @@ def run_wmma(m, data, warps: np.ndarray) -> None:
 
 
 def run_mma_sync(m, data, warps: np.ndarray, active: np.ndarray) -> None:
-    """``mma.sync`` for every warp whose lanes are active, in one stack."""
+    """``mma.sync`` (or ``mma.sp``, with its metadata register) for every warp whose lanes are
+    active, in one stack."""
     frags = {x: _read_fragment(m, data.frags[x]).reshape(-1, 32, wmma_words(data.inst, x)) for x in "abc"}
     out = np.zeros((m.threads // 32, 32, wmma_words(data.inst, "d")), np.uint32)
     live = np.flatnonzero(warps)
-    out[live] = mma_sync.mma_stack(data.inst, *(frags[x][live] for x in "abc"))
+    if isinstance(data.inst, MmaSp):
+        e = m.read(data.metadata).astype(np.uint32).reshape(-1, 32, 1)
+        out[live] = mma_sync.mma_sp_stack(data.inst, *(frags[x][live] for x in "abc"), e[live])
+    else:
+        out[live] = mma_sync.mma_stack(data.inst, *(frags[x][live] for x in "abc"))
     _write_fragment(m, data.frags["d"], out.reshape(m.threads, -1), active)
 
 

@@ -333,7 +333,7 @@ class _Parser:
                 f"{op.text.split('.')[0]} ({op.text}) is not supported; fastmma.ptx executes mov, "
                 "setp, integer add/sub/mul/mad/shl/shr/and/or/xor/not, bra, ld, st, fence.proxy.async, "
                 "wgmma.fence/mma_async/commit_group/wait_group, "
-                "wmma.load/mma/store, mma.sync, ldmatrix, stmatrix and movmatrix", op)
+                "wmma.load/mma/store, mma.sync, mma.sp, ldmatrix, stmatrix and movmatrix", op)
         args = []
         if not self.at(";"):
             args.append(self.operand())

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastmma.formats import from_bits
 from fastmma.layout.mma_fragments import _build
 
 from probes import _cid
