@@ -4,8 +4,9 @@ Entry points:
 
 * :func:`fastmma.matmul` - a whole GEMM with the numbers of a k-loop of one instruction;
 * :func:`fastmma.mma` - one wgmma, wmma or mma instruction on logical matrices;
+* :func:`fastmma.mma_sp` - one sparse ``mma.sp`` on logical matrices (the kept elements and their columns);
 * :mod:`fastmma.wmma` - ``wmma.load`` / ``wmma.mma`` / ``wmma.store`` on warp fragments;
-* :mod:`fastmma.mma_sync` - ``mma.sync`` on warp fragments;
+* :mod:`fastmma.mma_sync` - ``mma.sync`` and ``mma.sp`` on warp fragments;
 * :mod:`fastmma.ldmatrix` - ``ldmatrix`` / ``stmatrix`` between a shared-memory image and warp registers;
 * :mod:`fastmma.wgmma` - one ``wgmma.mma_async`` on warpgroup registers and shared memory;
 * :class:`fastmma.Warpgroup` - a warpgroup's registers, shared memory and async groups;
@@ -22,9 +23,9 @@ from . import errors, formats, isa, ldmatrix, mma_sync, wgmma, wmma  # noqa: E40
 from .errors import FastmmaError  # noqa: E402
 from .gemm import matmul  # noqa: E402
 from .isa import parse  # noqa: E402
-from .mma import mma  # noqa: E402
+from .mma import mma, mma_sp  # noqa: E402
 from .warpgroup import Warpgroup  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "mma", "parse", "Warpgroup", "wmma", "mma_sync", "ldmatrix", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]
+__all__ = ["matmul", "mma", "mma_sp", "parse", "Warpgroup", "wmma", "mma_sync", "ldmatrix", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]

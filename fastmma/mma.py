@@ -16,8 +16,8 @@ import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
-from .isa import Instruction, MmaSync, WgmmaMmaAsync, WmmaMma, parse
-from .kernels import execute, execute_stack
+from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WmmaMma, parse
+from .kernels import execute, execute_rows, execute_stack
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
@@ -60,6 +60,55 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     d = execute_stack(inst.rule, flat_stack(a, batch), flat_stack(b, batch), flat_stack(c, batch),
                       inst.atype, inst.btype, ctype, inst.dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
+    """D = A · B + C with the exact numerics of one ``mma.sp`` / ``mma.sp::ordered_metadata``
+    (PTX ISA 9.7.14.6), on logical matrices: ``A`` the compressed M x K/2 matrix (each row's
+    kept elements, in order), ``columns`` (int, M x K/2) the dense column of each of them in
+    its row, as the metadata would place them (:func:`fastmma.layout.sparse_metadata.kept_columns`;
+    :func:`~fastmma.layout.sparse_metadata.encode_metadata` gives the metadata registers),
+    B (K x N), C (M x N, zeros when None).  ``columns`` must follow the ISA's structure: in each
+    chunk (4 columns; 2 for .tf32; 8 for .s4/.u4, kept in aligned pairs) two places of its own
+    (one for .tf32), increasing where the variant or the type asks for it; otherwise
+    :class:`~fastmma.errors.OperandError`.  Stacks (leading dimensions) broadcast as in
+    ``numpy.matmul``.  Returns D in the accumulator's dtype."""
+    from .layout.sparse_metadata import encode_metadata, kept_columns
+
+    inst = as_instruction(instruction, (MmaSp,))
+    m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    a = stack_bits(A, inst.atype, "A", (m, k // 2))
+    b = stack_bits(B, inst.btype, "B", (k, n))
+    c = np.zeros((m, n), get_format(inst.ctype).storage) if C is None else stack_bits(C, inst.ctype, "C", (m, n))
+    cols = as_numpy(columns, "columns")
+    if cols.dtype.kind not in "iu" or cols.shape[-2:] != (m, k // 2):
+        raise OperandError(f"columns must be integers of shape (..., {m}, {k // 2}) for this instruction, got "
+                           f"{cols.dtype}{list(cols.shape)}")
+    cols = cols.astype(np.int64)
+    shape = str(inst.shape)
+    if ((cols < 0) | (cols >= k)).any():
+        raise OperandError(f"columns must lie in 0..{k - 1}")
+    found = kept_columns(encode_metadata(cols, inst.atype, shape), inst.atype, shape, 0, inst.spvariant)
+    if (found != cols).any():
+        raise OperandError("columns must keep, in each chunk, its own places in the order the metadata holds them")
+    batch = broadcast_stacks({name: x.shape[:-2] for name, x in zip(("A", "columns", "B", "C"), (a, cols, b, c))},
+                             "the batch dimensions (all but the last two)")
+    d = sparse_rows(inst, *(flat_stack(x, batch) for x in (a, cols, b, c)))
+    return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def sparse_rows(inst, a: np.ndarray, kept: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """D bits (S, M, N) of a stack of ``mma.sp``: each row of A keeps K/2 elements, at the
+    dense columns ``kept`` (S, M, K/2), which pick the rows of B they meet; each row of D is
+    one GEMV of its kept products under the instruction's rule, every row of the stack in one
+    call (:func:`fastmma.kernels.execute_rows`)."""
+    count, m, half = kept.shape
+    n = b.shape[-1]
+    b_kept = b[np.arange(count)[:, None, None], kept]  # (S, M, K/2, N)
+    d = execute_rows(inst.rule, np.ascontiguousarray(a.reshape(count * m, 1, half)),
+                     np.ascontiguousarray(b_kept.reshape(count * m, half, n)),
+                     np.ascontiguousarray(c.reshape(count * m, 1, n)), inst.atype, inst.btype, inst.ctype, inst.dtype)
+    return d.reshape(count, m, n)
 
 
 def stack_bits(values, fmt_name: str, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:

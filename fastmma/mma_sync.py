@@ -25,12 +25,12 @@ import numpy as np
 
 from .errors import OperandError
 from .isa import MmaSp, MmaSync
-from .kernels import execute_rows, execute_stack
+from .kernels import execute_stack
 from .layout import register_file
 from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout, sparse_fragment_layout
 from .layout.sparse_metadata import kept_columns
 from .layout.wmma_fragments import pack_fragment
-from .mma import as_instruction, broadcast_stacks, flat_stack
+from .mma import as_instruction, broadcast_stacks, flat_stack, sparse_rows
 from .wmma import fragment_matrices, mma_on_fragments, mma_stack_on_fragments
 
 WARP_SIZE = 32
@@ -108,9 +108,7 @@ def _selector(inst, selector) -> int:
 
 
 def _sparse_mma(inst, a, b, c, e, selector, *, stack: bool) -> np.ndarray:
-    """Each row of A keeps K/2 elements: its kept columns (from the metadata) pick the rows of
-    B they meet, and each row of D is one GEMV of the kept products under the instruction's
-    rule (:func:`fastmma.isa.numerics.mma_sp_rule`), the rows of all warps in one stack."""
+    """The fragments' matrices and the metadata's kept columns, through :func:`fastmma.mma.sparse_rows`."""
     selector = _selector(inst, selector)
     mats = fragment_matrices(inst, a, b, c, sparse_fragment_layout, stack=stack)
     mats["e"] = register_file(e, WARP_SIZE, 1, "e", stack=stack)
@@ -118,12 +116,7 @@ def _sparse_mma(inst, a, b, c, e, selector, *, stack: bool) -> np.ndarray:
                              "the stack dimensions (all but the last two of a, b, c and e)") if stack else ()
     a2, b2, c2, e2 = (flat_stack(mats[x], batch) for x in "abce")
     kept = kept_columns(e2[..., 0], inst.atype, str(inst.shape), selector, inst.spvariant)  # (S, M, K/2)
-    count, m, half = kept.shape
-    n = b2.shape[-1]
-    b_kept = b2[np.arange(count)[:, None, None], kept]  # (S, M, K/2, N): the rows of B each row meets
-    d = execute_rows(inst.rule, np.ascontiguousarray(a2.reshape(count * m, 1, half)),
-                      np.ascontiguousarray(b_kept.reshape(count * m, half, n)),
-                      np.ascontiguousarray(c2.reshape(count * m, 1, n)), inst.atype, inst.btype, inst.ctype, inst.dtype)
     d_layout = sparse_fragment_layout("d", str(inst.shape), inst.dtype)
-    d = pack_fragment(d.reshape(batch + (m, n)), d_layout)
+    d = pack_fragment(sparse_rows(inst, a2, kept, b2, c2).reshape(batch + kept.shape[-2:-1] + (b2.shape[-1],)),
+                      d_layout)
     return d if stack else d.reshape(WARP_SIZE, d_layout.words)

@@ -338,3 +338,48 @@ def test_ptx_interpreter_runs_mma_sp_per_warp():
     np.testing.assert_array_equal(d0[32:], 0)
     with pytest.raises(InvalidInstructionError, match="sparsity selector"):
         ptx.run(f"{decl}\n{body.replace(', e, 1;', ', e, 2;')}", regs, threads=64)
+
+
+# ------------------------------------------------------------------------- logical matrices
+
+
+@pytest.mark.parametrize("path", NUMBER_FILES[::4], ids=lambda p: p.stem)
+def test_fastmma_mma_sp_on_logical_matrices_matches_the_recordings(path):
+    """The recorded registers read back as matrices (the compressed A, B, C, the metadata's
+    kept columns), one call for the whole file's stack, against the recorded D."""
+    import fastmma
+    from fastmma.formats import from_bits
+
+    z, meta = _load(path)
+    inst = parse(meta["ptx"][0])
+    s = str(inst.shape)
+    mats = {x: unpack_fragment(z[f"{x}_regs"], sparse_fragment_layout(x, s, t))
+            for x, t in zip("abcd", (inst.atype, inst.btype, inst.ctype, inst.dtype))}
+    cols = kept_columns(z["e_regs"][..., 0], inst.atype, s, inst.selector, inst.spvariant)
+    D = fastmma.mma_sp(inst, from_bits(mats["a"], inst.atype), cols, from_bits(mats["b"], inst.btype),
+                       from_bits(mats["c"], inst.ctype))
+    np.testing.assert_array_equal(np.asarray(D).view(mats["d"].dtype), mats["d"])
+
+
+def test_fastmma_mma_sp_checks_the_columns():
+    import fastmma
+
+    f16 = "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    A, B = np.ones((16, 8), np.float16), np.ones((16, 8), np.float16)
+    cols = np.tile(np.array([0, 1, 4, 5, 8, 9, 12, 13]), (16, 1))
+    assert (fastmma.mma_sp(f16, A, cols, B) == 8).all()
+    for bad, needle in ((cols[:, :4], r"shape \(\.\.\., 16, 8\)"), (cols + 16, "0..15"),
+                        (np.where(cols == 1, 0, cols), "two different places"),
+                        (cols[:, [1, 0, 2, 3, 4, 5, 6, 7]], "0b0001"), (cols.astype(float), "integers")):
+        with pytest.raises(OperandError, match=needle):
+            fastmma.mma_sp(f16, A, bad, B)
+    plain = f16.replace("::ordered_metadata", "")
+    assert (fastmma.mma_sp(plain, A, cols[:, [1, 0, 2, 3, 4, 5, 6, 7]], B) == 8).all()
+    s4 = "mma.sp.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32"
+    pairs = np.tile(np.arange(64).reshape(8, 8)[:, :4].ravel(), (16, 1))
+    ones = np.ones((16, 32), np.int8), np.ones((64, 8), np.int8)
+    assert (fastmma.mma_sp(s4, ones[0], pairs, ones[1]) == 32).all()
+    with pytest.raises(OperandError, match="aligned pairs"):
+        fastmma.mma_sp(s4, ones[0], pairs + 1, ones[1])
+    with pytest.raises(InvalidInstructionError, match="MmaSp"):
+        fastmma.mma_sp("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", A, cols, B)
