@@ -75,6 +75,12 @@ def fake_mma(job, arrs):
     return {"d_regs": d, "keep": [True] * len(arrs["mode"])}
 
 
+def fake_mma_sp(job, arrs):
+    inst = parse(job["meta"]["ptx"][0])
+    d = mma_sync.mma_sp_stack(inst, arrs["a_regs"], arrs["b_regs"], arrs["c_regs"], arrs["e_regs"])
+    return {"d_regs": d, "keep": [True] * len(arrs["mode"])}
+
+
 def fake_matrix_move(job, arrs):
     """ldmatrix's registers or stmatrix's image after, case by case."""
     inst = parse(job["meta"]["ptx"][0])
@@ -105,6 +111,8 @@ def run(build: Path) -> None:
             common.write_recording(out, job, arrs, fake_wmma(job, arrs), FAKE_DEVICE)
         elif job["kind"] == "mma":
             common.write_recording(out, job, arrs, fake_mma(job, arrs), FAKE_DEVICE)
+        elif job["kind"] == "mma_sp":
+            common.write_recording(out, job, arrs, fake_mma_sp(job, arrs), FAKE_DEVICE)
         elif job["kind"] in ("ldmatrix", "stmatrix"):
             common.write_recording(out, job, arrs, fake_matrix_move(job, arrs), FAKE_DEVICE)
         elif job["kind"] == "movmatrix":
