@@ -18,6 +18,7 @@ from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute, execute_rows, execute_stack
+from .layout.sparse_metadata import encode_metadata, kept_columns
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
@@ -73,8 +74,6 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     (one for .tf32), increasing where the variant or the type asks for it; otherwise
     :class:`~fastmma.errors.OperandError`.  Stacks (leading dimensions) broadcast as in
     ``numpy.matmul``.  Returns D in the accumulator's dtype."""
-    from .layout.sparse_metadata import encode_metadata, kept_columns
-
     inst = as_instruction(instruction, (MmaSp,))
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     a = stack_bits(A, inst.atype, "A", (m, k // 2))

@@ -80,7 +80,7 @@ def _build(matrix: str, shape: str, elem_type: str, sparse: bool = False) -> Fra
     m, n, k = shape_dims(shape)
     rows, cols = {"a": (m, k // 2 if sparse else k), "b": (k, n)}.get(matrix, (m, n))
     bits = get_format(elem_type).bits
-    regs = rows * cols // 32 if bits == 64 else rows * cols * tables.MMA_ELEM_BITS[elem_type] // 1024
+    regs = (tables.mma_sp_fragment_regs if sparse else tables.mma_fragment_regs)(matrix, shape, elem_type)
     v = _per_register(bits)
     lane = np.arange(WARP_SIZE, dtype=np.int64)[:, None]
     g, t = lane >> 2, lane % 4
