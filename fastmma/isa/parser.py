@@ -569,20 +569,22 @@ def _wmma_memory_operands(inst, ops):
 # ---------------------------------------------------------------- mma (mma.sync)
 
 
-def _mma_row(types: list[str], shape: Shape, name: str):
-    """The MMA_TYPE_ROWS row of ``.dtype.atype.btype.ctype`` (PTX ISA 9.7.14.5): four type
-    qualifiers, always."""
+def _mma_row(types: list[str], shape: Shape, sparse: bool = False):
+    """The row of ``tables.MMA_TYPE_ROWS`` (``MMA_SP_TYPE_ROWS`` where ``sparse``) of
+    ``.dtype.atype.btype.ctype`` (PTX ISA 9.7.14.5-6): four type qualifiers, always, and a
+    shape the row has."""
+    what, rows, find = (("mma.sp", tables.MMA_SP_TYPE_ROWS, tables.mma_sp_type_row) if sparse
+                        else ("mma.sync", tables.MMA_TYPE_ROWS, tables.mma_type_row))
     if len(types) != 4:
-        raise _fail(f"mma.sync needs four type qualifiers .dtype.atype.btype.ctype, got "
-                    f"{_choices(types) or 'none'}")
+        raise _fail(f"{what} needs four type qualifiers .dtype.atype.btype.ctype, got {_choices(types) or 'none'}")
     atype, btype = types[1], types[2]
-    row = tables.mma_type_row(atype, btype, str(shape))
+    row = find(atype, btype, str(shape))
     if row is None:
-        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.MMA_TYPE_ROWS)
-        raise _fail(f"mma.sync has no variant with .atype .{atype} and .btype .{btype}; "
+        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in rows)
+        raise _fail(f"{what} has no variant with .atype .{atype} and .btype .{btype}; "
                     f"valid .atype/.btype pairs: {pairs}")
     if str(shape) not in row.shapes:
-        raise _fail(f"shape .{shape} is not valid for {row.name} mma.sync; valid shapes: {_choices(row.shapes)}")
+        raise _fail(f"shape .{shape} is not valid for {row.name} {what}; valid shapes: {_choices(row.shapes)}")
     return row
 
 
@@ -650,7 +652,7 @@ def _build_mma(opcode, quals, operands, text):
     if str(shape) not in tables.MMA_SHAPES:
         raise _fail(f"shape .{shape} is not an mma.sync shape; valid shapes: {_choices(tables.MMA_SHAPES)}")
     types = quals.get("type")
-    row = _mma_row(types, shape, text)
+    row = _mma_row(types, shape)
     dtype, atype, btype, ctype = types
     _mma_accumulator(row, dtype, ctype)
     alayout, blayout = _mma_layouts(quals, row)
@@ -674,16 +676,8 @@ def _build_mma_sp(opcode, quals, operands, text):
     spvariant = quals.one("spvariant", "sparse variant")
     shape = quals.shape(_choices(tables.MMA_SP_SHAPES))
     types = quals.get("type")
-    if len(types) != 4:
-        raise _fail(f"{what} needs four type qualifiers .dtype.atype.btype.ctype, got {_choices(types) or 'none'}")
+    row = _mma_row(types, shape, sparse=True)
     dtype, atype, btype, ctype = types
-    row = tables.mma_sp_type_row(atype, btype)
-    if row is None:
-        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.MMA_SP_TYPE_ROWS)
-        raise _fail(f"{what} has no variant with .atype .{atype} and .btype .{btype}; valid .atype/.btype pairs "
-                    f"(sm_90a): {pairs}")
-    if str(shape) not in row.shapes:
-        raise _fail(f"shape .{shape} is not valid for {row.name} {what}; valid shapes: {_choices(row.shapes)}")
     if (dtype, ctype) not in row.cd_pairs:
         pairs = ", ".join(f".{d}.{c}" for d, c in row.cd_pairs)
         raise _fail(f".dtype .{dtype} with .ctype .{ctype} is not valid for {row.name} {what}; .dtype.ctype: {pairs}")

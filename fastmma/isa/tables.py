@@ -279,8 +279,9 @@ MMA_SP_SHAPES = tuple(sorted(dict.fromkeys(s for row in MMA_SP_TYPE_ROWS for s i
                              key=lambda s: tuple(map(int, re.findall(r"\d+", s)))))
 
 
-def mma_sp_type_row(atype: str, btype: str) -> MmaSpTypeRow | None:
-    """The mma.sp syntax-table row whose .atype/.btype lists hold this pair, if any."""
+def mma_sp_type_row(atype: str, btype: str, shape: str | None = None) -> MmaSpTypeRow | None:
+    """The mma.sp syntax-table row whose .atype/.btype lists hold this pair, if any (one row
+    a pair: ``shape`` is taken for :func:`mma_type_row`'s signature and not needed)."""
     return next((row for row in MMA_SP_TYPE_ROWS if atype in row.atypes and btype in row.btypes), None)
 
 

@@ -99,28 +99,16 @@ def run_wmma(fn, job, arrs):
 
 
 def run_mma(fn, job, arrs):
+    """Twice, with the same bits required: each lane's D registers after the one mma.sync (or
+    mma.sp, which takes the metadata registers after C's)."""
     n = len(arrs["mode"])
     wd = job["meta"]["fragment_words"]["d"]
-    g = {x: cp.asarray(np.ascontiguousarray(arrs[f"{x}_regs"])) for x in "abc"}
+    names = "abce" if job["kind"] == "mma_sp" else "abc"
+    g = [cp.asarray(np.ascontiguousarray(arrs[f"{x}_regs"])) for x in names]
     outs = []
     for _ in range(2):
         d = cp.full((n, 32, wd), 0xDEADBEEF, dtype=cp.uint32)
-        fn((n,), (32,), (g["a"], g["b"], g["c"], d))
-        cp.cuda.runtime.deviceSynchronize()
-        outs.append(cp.asnumpy(d))
-    keep = (outs[0] == outs[1]).reshape(n, -1).all(axis=1)
-    return {"d_regs": outs[0], "keep": keep}
-
-
-def run_mma_sp(fn, job, arrs):
-    """Twice, with the same bits required: each lane's D registers after the one mma.sp."""
-    n = len(arrs["mode"])
-    wd = job["meta"]["fragment_words"]["d"]
-    g = {x: cp.asarray(np.ascontiguousarray(arrs[f"{x}_regs"])) for x in "abce"}
-    outs = []
-    for _ in range(2):
-        d = cp.full((n, 32, wd), 0xDEADBEEF, dtype=cp.uint32)
-        fn((n,), (32,), (g["a"], g["b"], g["c"], g["e"], d))
+        fn((n,), (32,), (*g, d))
         cp.cuda.runtime.deviceSynchronize()
         outs.append(cp.asnumpy(d))
     keep = (outs[0] == outs[1]).reshape(n, -1).all(axis=1)
@@ -201,10 +189,8 @@ def main():
                 res = run_wgmma(fn, job, arrs)
             elif job["kind"] == "wmma":
                 res = run_wmma(fn, job, arrs)
-            elif job["kind"] == "mma":
+            elif job["kind"] in ("mma", "mma_sp"):
                 res = run_mma(fn, job, arrs)
-            elif job["kind"] == "mma_sp":
-                res = run_mma_sp(fn, job, arrs)
             elif job["kind"] in ("ldmatrix", "stmatrix"):
                 res = run_matrix_move(fn, job, arrs)
             elif job["kind"] == "movmatrix":
