@@ -18,7 +18,7 @@ from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute, execute_rows, execute_stack
-from .layout.sparse_metadata import encode_metadata, kept_columns
+from .layout.sparse_metadata import check_columns
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
@@ -87,9 +87,7 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     shape = str(inst.shape)
     if ((cols < 0) | (cols >= k)).any():
         raise OperandError(f"columns must lie in 0..{k - 1}")
-    found = kept_columns(encode_metadata(cols, inst.atype, shape), inst.atype, shape, 0, inst.spvariant)
-    if (found != cols).any():
-        raise OperandError("columns must keep, in each chunk, its own places in the order the metadata holds them")
+    check_columns(cols, inst.atype, shape, inst.spvariant)
     batch = broadcast_stacks({name: x.shape[:-2] for name, x in zip(("A", "columns", "B", "C"), (a, cols, b, c))},
                              "the batch dimensions (all but the last two)")
     d = sparse_rows(inst, *(flat_stack(x, batch) for x in (a, cols, b, c)))

@@ -248,8 +248,9 @@ def mma_sp_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool):
     ``mma`` of the same types sums its k terms; integers: the exact dot, wrapped or clamped
     once; fp8: :class:`SparseConvertedF16Rule`."""
     kept = k // 2
-    if atype in ("s8", "u8", "s4", "u4"):
-        return IntDotRule(kept, satfinite)
+    exact = _exact_rule(atype, kept, satfinite, None, None)
+    if exact is not None:
+        return exact
     if atype in _FP8:
         return SparseConvertedF16Rule(float_rule("f16", dtype, dtype, kept // 2), kept)
     return float_rule(atype, ctype, dtype, kept)

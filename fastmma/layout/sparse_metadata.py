@@ -91,20 +91,12 @@ def _nibble_tables(atype: str, spvariant: str) -> tuple[np.ndarray, np.ndarray]:
     return meaningful, places
 
 
-def kept_columns(e_regs: np.ndarray, atype: str, shape: str, selector: int, spvariant: str) -> np.ndarray:
-    """The dense column of each kept element of A, ``int64[..., M, K/2]``, from the metadata
-    registers ``e_regs`` (``uint32[..., 32]``, one register a lane) of a stack of warps.
-
-    Raises :class:`~fastmma.errors.OperandError` where a nibble that is read holds an index
-    pair the ISA gives no meaning (undefined behaviour: two equal indices; for
-    ``::ordered_metadata``, and for fp8 in either variant, indices not increasing; for
-    ``.tf32``, anything but ``0b0100`` and ``0b1110``)."""
+def _refuse_undefined(values: np.ndarray, atype: str, spvariant: str, lane: np.ndarray, nib: np.ndarray) -> None:
+    """:class:`~fastmma.errors.OperandError`, naming the first, where a nibble of ``values``
+    (``[..., M, chunks]``, held at ``lane`` / ``nib``) has no meaning in the ISA for ``atype``
+    and ``spvariant``."""
     row = _row(atype)
-    lane, nib = metadata_slots(atype, shape, selector)
-    meaningful, places = _nibble_tables(atype, spvariant)
-    e = np.asarray(e_regs, np.uint32)
-    values = ((e[..., lane] >> (4 * nib).astype(np.uint32)) & np.uint32(0xF)).astype(np.intp)
-    bad = ~meaningful[values]
+    bad = ~_nibble_tables(atype, spvariant)[0][values]
     if bad.any():
         where = np.argwhere(bad)[0]
         *stack, i, q = (int(x) for x in where)
@@ -113,38 +105,65 @@ def kept_columns(e_regs: np.ndarray, atype: str, shape: str, selector: int, spva
             f"{4 * int(nib[i, q]) + 3}{f', warp {tuple(stack)}' if stack else ''}) holds "
             f"0b{int(values[tuple(where)]):04b}, which the ISA leaves undefined for {row.name} .{spvariant}; "
             f"meaningful values: {', '.join(f'0b{v:04b}' for v in row.nibbles[spvariant])}")
-    out = places[values] + row.chunk * np.arange(values.shape[-1])[:, None]
+
+
+def kept_columns(e_regs: np.ndarray, atype: str, shape: str, selector: int, spvariant: str) -> np.ndarray:
+    """The dense column of each kept element of A, ``int64[..., M, K/2]``, from the metadata
+    registers ``e_regs`` (``uint32[..., 32]``, one register a lane) of a stack of warps.
+
+    Raises :class:`~fastmma.errors.OperandError` where a nibble that is read holds an index
+    pair the ISA gives no meaning (undefined behaviour: two equal indices; for
+    ``::ordered_metadata``, and for fp8 in either variant, indices not increasing; for
+    ``.tf32``, anything but ``0b0100`` and ``0b1110``)."""
+    lane, nib = metadata_slots(atype, shape, selector)
+    e = np.asarray(e_regs, np.uint32)
+    values = ((e[..., lane] >> (4 * nib).astype(np.uint32)) & np.uint32(0xF)).astype(np.intp)
+    _refuse_undefined(values, atype, spvariant, lane, nib)
+    places = _nibble_tables(atype, spvariant)[1]
+    out = places[values] + _row(atype).chunk * np.arange(values.shape[-1])[:, None]
     return out.reshape(values.shape[:-1] + (-1,))
 
 
-def encode_metadata(columns: np.ndarray, atype: str, shape: str, selector: int = 0) -> np.ndarray:
-    """The metadata registers ``uint32[..., 32]`` that keep A's elements at ``columns``
-    (``int[..., M, K/2]``, as :func:`kept_columns` returns them; increasing within each
-    chunk for ``::ordered_metadata``), the lanes the selector does not name holding 0."""
+def chunk_nibbles(columns: np.ndarray, atype: str, shape: str) -> np.ndarray:
+    """The metadata nibble of each chunk, ``int[..., M, K/chunk]``, that keeps A's elements at
+    ``columns`` (``int[..., M, K/2]``, as :func:`kept_columns` returns them); an
+    :class:`~fastmma.errors.OperandError` where they do not keep, in each chunk, places of its
+    own (two different ones; one for ``.tf32``; aligned pairs for ``.s4``/``.u4``)."""
     row = _row(atype)
-    lane, nib = metadata_slots(atype, shape, selector)
     cols = np.asarray(columns, np.int64)
     m, _, k = shape_dims(shape)
     if cols.shape[-2:] != (m, k // 2):
         raise OperandError(f"columns must be int[..., {m}, {k // 2}] for mma.sp .{shape}, got shape {cols.shape}")
     per = {2: 1, 4: 2, 8: 4}[row.chunk]
     chunk = cols.reshape(cols.shape[:-1] + (-1, per))
-    start = row.chunk * np.arange(chunk.shape[-2])[:, None]
-    local = chunk - start
+    local = chunk - row.chunk * np.arange(chunk.shape[-2])[:, None]
     if row.chunk == 2:
         if ((local < 0) | (local > 1)).any():
             raise OperandError("columns: a .tf32 chunk of 2 keeps column 2q or 2q + 1")
-        values = np.where(local[..., 0] == 1, 0xE, 0x4)
-    else:
-        if row.chunk == 8:
-            if ((local[..., 1::2] != local[..., 0::2] + 1) | (local[..., 0::2] % 2 != 0)).any():
-                raise OperandError("columns: .s4/.u4 keep aligned pairs (2p, 2p + 1) within each chunk of 8")
-            local = local[..., 0::2] // 2
-        if ((local < 0) | (local > 3) | (local[..., 0] == local[..., 1])[..., None]).any():
-            raise OperandError("columns: each chunk keeps two different places 0..3 of its own")
-        values = local[..., 0] | (local[..., 1] << 2)
-    e = np.zeros(cols.shape[:-2] + (WARP_SIZE,), np.uint32)
-    for i in range(m):
-        for q in range(values.shape[-1]):
-            e[..., lane[i, q]] |= (values[..., i, q].astype(np.uint32) << np.uint32(4 * nib[i, q]))
-    return e
+        return np.where(local[..., 0] == 1, 0xE, 0x4)
+    if row.chunk == 8:
+        if ((local[..., 1::2] != local[..., 0::2] + 1) | (local[..., 0::2] % 2 != 0)).any():
+            raise OperandError("columns: .s4/.u4 keep aligned pairs (2p, 2p + 1) within each chunk of 8")
+        local = local[..., 0::2] // 2
+    if ((local < 0) | (local > 3) | (local[..., 0] == local[..., 1])[..., None]).any():
+        raise OperandError("columns: each chunk keeps two different places 0..3 of its own")
+    return local[..., 0] | (local[..., 1] << 2)
+
+
+def check_columns(columns: np.ndarray, atype: str, shape: str, spvariant: str) -> None:
+    """``columns`` (as :func:`kept_columns` returns them) checked to be ones the metadata of
+    ``spvariant`` can name, without building the registers."""
+    lane, nib = metadata_slots(atype, shape, 0)
+    _refuse_undefined(chunk_nibbles(columns, atype, shape), atype, spvariant, lane, nib)
+
+
+def encode_metadata(columns: np.ndarray, atype: str, shape: str, selector: int = 0) -> np.ndarray:
+    """The metadata registers ``uint32[..., 32]`` that keep A's elements at ``columns``
+    (``int[..., M, K/2]``, as :func:`kept_columns` returns them; increasing within each
+    chunk for ``::ordered_metadata``), the lanes the selector does not name holding 0."""
+    lane, nib = metadata_slots(atype, shape, selector)
+    values = chunk_nibbles(columns, atype, shape).astype(np.int64) << (4 * nib)
+    to_lane = np.zeros((lane.size, WARP_SIZE), np.int64)  # each (lane, nibble) slot holds one chunk:
+    to_lane[np.arange(lane.size), lane.ravel()] = 1          # a lane's sum of its shifted nibbles is their OR
+    e = values.reshape(values.shape[:-2] + (-1,)) @ to_lane
+    return e.astype(np.uint32)
