@@ -459,6 +459,20 @@ def compile_all(src: str) -> dict:
     return extract_ptx(ptx.read_text())
 
 
+#: kind -> the compiled line of a one-instruction job with its operands made symbolic, as its
+#: ptx_template writes them
+def _matrix_move_template(line: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{R}", re.sub(r"\[[^\]]*\]", "[P]", line))
+
+
+ONE_LINE_TEMPLATES = {
+    "movmatrix": lambda line: re.sub(r"%r\d+, %r\d+;$", "D, A;", line),
+    "ldmatrix": _matrix_move_template,
+    "stmatrix": _matrix_move_template,
+    "mma_sp": lambda line: re.sub(r"\{[^}]*\}, \{[^}]*\}, \{[^}]*\}, \{[^}]*\}, %r\d+,", "D, A, B, C, E,", line),
+}
+
+
 def attach_ptx(jobs, ptx_lines: dict) -> None:
     for j in jobs:
         lines = ptx_lines[j["kernel"]]
@@ -474,21 +488,9 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
             j["meta"]["ptx"] = lines
             continue
-        if j["kind"] == "movmatrix":
+        if j["kind"] in ONE_LINE_TEMPLATES:  # one instruction, its operands made symbolic
             assert len(lines) == 1, lines
-            tmpl = re.sub(r"%r\d+, %r\d+;$", "D, A;", lines[0])
-            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
-            j["meta"]["ptx"] = lines
-            continue
-        if j["kind"] in ("ldmatrix", "stmatrix"):
-            assert len(lines) == 1, lines
-            tmpl = re.sub(r"\{[^}]*\}", "{R}", re.sub(r"\[[^\]]*\]", "[P]", lines[0]))
-            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
-            j["meta"]["ptx"] = lines
-            continue
-        if j["kind"] == "mma_sp":
-            assert len(lines) == 1, lines
-            tmpl = re.sub(r"\{[^}]*\}, \{[^}]*\}, \{[^}]*\}, \{[^}]*\}, %r\d+,", "D, A, B, C, E,", lines[0])
+            tmpl = ONE_LINE_TEMPLATES[j["kind"]](lines[0])
             assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
             j["meta"]["ptx"] = lines
             continue
