@@ -349,11 +349,23 @@ def test_bad_shapes():
     with pytest.raises(OperandError):
         element_addresses(d, 64, 12, 16, "K")
     with pytest.raises(OperandError):
-        element_addresses(MatrixDescriptor(0, 16, 256, 0, "32B"), 64, 32, 16, "K")  # 64 bytes of K > 32B
-    with pytest.raises(OperandError):
         element_addresses(d, 64, 16, 16, "row")
     with pytest.raises(OperandError):
         gather_operand(np.zeros(16, np.int8), d, 64, 16, "f16")
+
+
+def test_k_major_wider_than_the_swizzle_row_continues_at_lbo():
+    # wgmma.mma_async.sp's B has 64 bytes of K; with a 32B swizzle the second 32 bytes of each
+    # row lie LBO further (recorded: tests/golden/probes/q16_wgmma_sp/b_address, LBO apart from
+    # the footprint).  f16 64x32, LBO 1024, SBO 256: element (i, j) at (i%8)*32 + (i//8)*256
+    # + (j//16)*1024 + (j%16)*2, then bit 4 XORed with address bit 7.
+    byte, _ = element_addresses(MatrixDescriptor(0, 1024, 256, 0, "32B"), 64, 32, 16, "K")
+    assert byte[0, 15] == 30 and byte[0, 16] == 1024 and byte[1, 16] == 1056
+    assert byte[4, 16] == 1152 ^ 16 and byte[8, 17] == 1024 + 256 + 2
+    # 64B and 128B rows hold all 64 bytes: LBO plays no part
+    for lbo in (16, 4096):
+        byte, _ = element_addresses(MatrixDescriptor(0, lbo, 1024, 0, "128B"), 64, 32, 16, "K")
+        assert byte[0, 31] == 62 and byte[1, 0] == 128 + 16
 
 
 def test_operand_footprint_holds_every_byte_of_every_element():

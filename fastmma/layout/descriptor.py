@@ -27,9 +27,14 @@ written out):
 
       (i%8)*128 + (i//8)*SBO*8 + (j//T)*LBO*8 + (j%T)*b
 
-* K-major, swizzle W (``((8,m),(T,2k)):((C*T,SBO),(1,T))``; LBO is not used)::
+* K-major, swizzle W (``((8,m),(T,2k)):((C*T,SBO),(1,T))``)::
 
-      (i%8)*W*8 + (i//8)*SBO*8 + j*b
+      (i%8)*W*8 + (i//8)*SBO*8 + (j*b // (W*8))*LBO*8 + (j*b) % (W*8)
+
+  LBO matters only where a row's K is wider than the swizzle row: ``wgmma.mma_async.sp``'s B
+  has 64 bytes of K, and with a 32B swizzle its second 32 bytes lie LBO further (recorded,
+  tests/golden/probes/q16_wgmma_sp/b_address, LBO both at and beyond the footprint); every
+  dense wgmma operand has 32 bytes of K, and there LBO is not used.
 
 * MN-major, no swizzle (``((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))``): SBO steps between
   16-byte groups along M/N, LBO between groups of 8 along K::
@@ -203,11 +208,6 @@ def _check_shape(mn: int, k: int, bits: int, major: str, swizzle: str) -> None:
             f"operand shape {mn}x{k} of {bits}-bit elements: mn must be a positive multiple of 8 "
             f"and k a whole number of 16-byte chunks"
         )
-    if major == "K" and swizzle != "none" and k * bits > 8 * SWIZZLE_BYTES[swizzle]:
-        raise OperandError(
-            f"a K-major {swizzle} operand holds at most {SWIZZLE_BYTES[swizzle]} bytes of K per row, "
-            f"got k={k} x {bits} bits"
-        )
     if major == "MN" and (k % 8 or (mn * bits) % 128):
         raise OperandError(f"an MN-major operand needs k a multiple of 8 and mn whole 16-byte chunks, got {mn}x{k}")
 
@@ -222,7 +222,7 @@ def _bit_offsets(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str) ->
         if d.swizzle == "none":
             return (i % 8) * 128 + (i // 8) * sbo + (j // t) * lbo + (j % t) * bits
         row = 8 * SWIZZLE_BYTES[d.swizzle]
-        return (i % 8) * row + (i // 8) * sbo + j * bits
+        return (i % 8) * row + (i // 8) * sbo + (j * bits // row) * lbo + (j * bits) % row
     if d.swizzle == "none":
         return (i % t) * bits + (i // t) * sbo + (j % 8) * 128 + (j // 8) * lbo
     c = SWIZZLE_BYTES[d.swizzle] // 16
