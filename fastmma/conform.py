@@ -4,7 +4,8 @@ Every recorded case is executed as a user would: wmma cases through
 :func:`fastmma.wmma.load` / :func:`~fastmma.wmma.mma` / :func:`~fastmma.wmma.store` (each
 fragment and the stored memory compared; a chain's k-steps in turn, each D the next C),
 wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
-scale-d on the first), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
+scale-d on the first), wgmma.mma_async.sp cases through :func:`fastmma.wgmma.mma_async_sp_stack`
+(a file's cases in one call), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
 registers, mma.sp cases through :func:`fastmma.mma_sync.mma_sp` on the recorded registers and
 metadata, ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
 and addresses, movmatrix cases through :func:`fastmma.ldmatrix.movmatrix` on the recorded
@@ -26,9 +27,10 @@ import numpy as np
 from . import ldmatrix, mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
-from .isa import Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from .isa import (Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma,
+                  WmmaStore, parse)
 
-FAMILIES = ("wmma", "wgmma", "mma", "mma_sp", "ldmatrix", "stmatrix", "movmatrix")
+FAMILIES = ("wmma", "wgmma", "wgmma_sp", "mma", "mma_sp", "ldmatrix", "stmatrix", "movmatrix")
 WMMA_PREFILL = 0xA5
 
 #: The arrays each family's files hold (FORMAT.md): name -> (dtype kinds, dimensions with
@@ -41,6 +43,9 @@ ARRAYS = {
              "mode": ("iub", 1)},
     "wgmma": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
+    "wgmma_sp": {"smem": ("u", 2), "a_desc": ("iu", 1), "b_desc": ("iu", 1), "c_regs": ("u", 3),
+                 "e_regs": ("u", 3), "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1),
+                 "a_regs": ("u", 3)},
     "mma": {"a_regs": ("u", (3, 4)), "b_regs": ("u", (3, 4)), "c_regs": ("u", 3), "d_regs": ("u", 3),
             "mode": ("iub", 1)},
     "mma_sp": {"a_regs": ("u", 3), "b_regs": ("u", 3), "c_regs": ("u", 3), "e_regs": ("u", 3), "d_regs": ("u", 3),
@@ -137,8 +142,8 @@ def check_recording(arrays: dict, meta: dict) -> None:
     for name, (kinds, ndims) in ARRAYS[family].items():
         x = arrays.get(name)
         if x is None:
-            if name == "a_regs" and family == "wgmma":
-                continue  # its instructions' A source decides (replay_wgmma)
+            if name == "a_regs" and family in ("wgmma", "wgmma_sp"):
+                continue  # its instructions' A source decides (replay_wgmma, replay_wgmma_sp)
             raise ConformanceError(f"array {name!r} is missing; a {family} file holds {', '.join(ARRAYS[family])}")
         ndims = ndims if isinstance(ndims, tuple) else (ndims,)
         if x.dtype.kind not in kinds or x.ndim not in ndims or (n is not None and x.shape[0] != n):
@@ -257,6 +262,25 @@ def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -
         _compare(result, i, "d_regs", arrays["d_regs"][i], regs, limit)
 
 
+def replay_wgmma_sp(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """Every case's ``wgmma.mma_async.sp`` (meta.ptx: the predicate's ``setp`` and the
+    instruction) in one :func:`fastmma.wgmma.mma_async_sp_stack` call, on the recorded images,
+    descriptors, registers and metadata, with the selector of the recorded operands."""
+    texts = [t for t in meta["ptx"] if t.startswith("wgmma")]
+    if len(texts) != 1:
+        raise ConformanceError(f"meta.ptx of a wgmma_sp file holds one wgmma.mma_async.sp, got {len(texts)}")
+    inst = _instruction(texts[0], WgmmaMmaAsyncSp, "wgmma.mma_async.sp")
+    if inst.a_source == "reg" and "a_regs" not in arrays:
+        raise ConformanceError("array 'a_regs' is missing; its instruction takes A from registers")
+    n = len(arrays["mode"])
+    source = {"a_regs": arrays["a_regs"]} if inst.a_source == "reg" else {"a_desc": arrays["a_desc"]}
+    d = wgmma.mma_async_sp_stack(inst, arrays["c_regs"], e_regs=arrays["e_regs"], b_desc=arrays["b_desc"],
+                                 smem=arrays["smem"], scale_d=arrays["scale_d"].astype(bool),
+                                 image_address=np.array(image_bases(meta, n)), **source)
+    for i in range(n):
+        _compare(result, i, "d_regs", arrays["d_regs"][i], d[i], limit)
+
+
 def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """One ``mma.sync`` per case, on the recorded A, B and C registers; a chain (a warp's
     k-loop) issues it once per step on that step's A and B, each D the next step's C."""
@@ -327,7 +351,7 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
-        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "mma": replay_mma, "mma_sp": replay_mma_sp,
+        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "wgmma_sp": replay_wgmma_sp, "mma": replay_mma, "mma_sp": replay_mma_sp,
                   "ldmatrix": replay_ldmatrix,
                   "stmatrix": replay_stmatrix, "movmatrix": replay_movmatrix}
         replay[family](arrays, meta, result, limit)

@@ -16,9 +16,9 @@ import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
-from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WmmaMma, parse
+from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma, parse
 from .kernels import execute, execute_rows, execute_stack
-from .layout.sparse_metadata import check_columns
+from .layout.sparse_metadata import WGMMA_SP, check_columns
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
@@ -26,7 +26,12 @@ def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> In
     inst = parse(instruction) if isinstance(instruction, str) else instruction
     if not isinstance(inst, allowed):
         names = " or ".join(c.__name__ for c in allowed)
-        raise InvalidInstructionError(f"expected a {names} instruction, got {inst!s}")
+        hint = ""
+        if isinstance(inst, (MmaSp, WgmmaMmaAsyncSp)) and MmaSp not in allowed and WgmmaMmaAsyncSp not in allowed:
+            hint = (" (a sparse instruction: fastmma.mma_sp takes it on logical matrices, "
+                    + ("fastmma.wgmma.mma_async_sp" if isinstance(inst, WgmmaMmaAsyncSp) else "fastmma.mma_sync.mma_sp")
+                    + " on registers)")
+        raise InvalidInstructionError(f"expected a {names} instruction, got {inst!s}{hint}")
     return inst
 
 
@@ -65,16 +70,21 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
 
 def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     """D = A · B + C with the exact numerics of one ``mma.sp`` / ``mma.sp::ordered_metadata``
-    (PTX ISA 9.7.14.6), on logical matrices: ``A`` the compressed M x K/2 matrix (each row's
-    kept elements, in order), ``columns`` (int, M x K/2) the dense column of each of them in
-    its row, as the metadata would place them (:func:`fastmma.layout.sparse_metadata.kept_columns`;
-    :func:`~fastmma.layout.sparse_metadata.encode_metadata` gives the metadata registers),
-    B (K x N), C (M x N, zeros when None).  ``columns`` must follow the ISA's structure: in each
+    (PTX ISA 9.7.14.6) or ``wgmma.mma_async.sp`` (9.7.15.6), on logical matrices: ``A`` the
+    compressed M x K/2 matrix (each row's kept elements, in order), ``columns`` (int, M x K/2)
+    the dense column of each of them in its row, as the metadata would place them
+    (:func:`fastmma.layout.sparse_metadata.kept_columns`;
+    :func:`~fastmma.layout.sparse_metadata.encode_metadata` and
+    :func:`~fastmma.layout.sparse_metadata.encode_warpgroup_metadata` give the metadata
+    registers), B (K x N), C (M x N).  ``columns`` must follow the ISA's structure: in each
     chunk (4 columns; 2 for .tf32; 8 for .s4/.u4, kept in aligned pairs) two places of its own
     (one for .tf32), increasing where the variant or the type asks for it; otherwise
-    :class:`~fastmma.errors.OperandError`.  Stacks (leading dimensions) broadcast as in
-    ``numpy.matmul``.  Returns D in the accumulator's dtype."""
-    inst = as_instruction(instruction, (MmaSp,))
+    :class:`~fastmma.errors.OperandError`.  Where C is None, ``mma.sp`` adds zeros and
+    ``wgmma.mma_async.sp`` runs with scale-d false (D = A · B); a wgmma's imm-scale-a/b = -1
+    negate A/B.  Stacks (leading dimensions) broadcast as in ``numpy.matmul``.  Returns D in
+    the accumulator's dtype."""
+    inst = as_instruction(instruction, (MmaSp, WgmmaMmaAsyncSp))
+    warpgroup = isinstance(inst, WgmmaMmaAsyncSp)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     a = stack_bits(A, inst.atype, "A", (m, k // 2))
     b = stack_bits(B, inst.btype, "B", (k, n))
@@ -84,28 +94,51 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
         raise OperandError(f"columns must be integers of shape (..., {m}, {k // 2}) for this instruction, got "
                            f"{cols.dtype}{list(cols.shape)}")
     cols = cols.astype(np.int64)
-    shape = str(inst.shape)
     if ((cols < 0) | (cols >= k)).any():
         raise OperandError(f"columns must lie in 0..{k - 1}")
-    check_columns(cols, inst.atype, shape, inst.spvariant)
+    if warpgroup:  # each warp's 16 rows as one mma.sp's
+        check_columns(cols.reshape(cols.shape[:-2] + (4, 16, k // 2)), inst.atype, inst.metadata_shape, WGMMA_SP)
+        kw = dict(use_c=C is not None, neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
+    else:
+        check_columns(cols, inst.atype, str(inst.shape), inst.spvariant)
+        kw = {}
     batch = broadcast_stacks({name: x.shape[:-2] for name, x in zip(("A", "columns", "B", "C"), (a, cols, b, c))},
                              "the batch dimensions (all but the last two)")
-    d = sparse_rows(inst, *(flat_stack(x, batch) for x in (a, cols, b, c)))
+    d = sparse_rows(inst, *(flat_stack(x, batch) for x in (a, cols, b, c)), **kw)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
 
 
-def sparse_rows(inst, a: np.ndarray, kept: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """D bits (S, M, N) of a stack of ``mma.sp``: each row of A keeps K/2 elements, at the
-    dense columns ``kept`` (S, M, K/2), which pick the rows of B they meet; each row of D is
-    one GEMV of its kept products under the instruction's rule, every row of the stack in one
-    call (:func:`fastmma.kernels.execute_rows`)."""
+def sparse_rows(inst, a: np.ndarray, kept: np.ndarray, b: np.ndarray, c: np.ndarray, **kw) -> np.ndarray:
+    """D bits (S, M, N) of a stack of ``mma.sp`` or ``wgmma.mma_async.sp``: each row of A keeps
+    K/2 elements, at the dense columns ``kept`` (S, M, K/2), which pick the rows of B they meet;
+    each row of D is one GEMV of its kept products under the instruction's rule, every row of
+    the stack in one call (:func:`fastmma.kernels.execute_rows`, which takes ``kw``: ``use_c``,
+    ``neg_a``, ``neg_b``)."""
     count, m, half = kept.shape
     n = b.shape[-1]
     b_kept = b[np.arange(count)[:, None, None], kept]  # (S, M, K/2, N)
     d = execute_rows(inst.rule, np.ascontiguousarray(a.reshape(count * m, 1, half)),
                      np.ascontiguousarray(b_kept.reshape(count * m, half, n)),
-                     np.ascontiguousarray(c.reshape(count * m, 1, n)), inst.atype, inst.btype, inst.ctype, inst.dtype)
+                     np.ascontiguousarray(c.reshape(count * m, 1, n)), inst.atype, inst.btype, inst.ctype, inst.dtype,
+                     **kw)
     return d.reshape(count, m, n)
+
+
+def sparse_selector(inst, selector, allowed, form: str) -> int:
+    """The sparsity selector of a sparse instruction: ``selector`` where given (agreeing with
+    the instruction's operand, where it has one), else the operand's; one of ``allowed``."""
+    if selector is None:
+        selector = inst.selector
+    elif inst.selector is not None and selector != inst.selector:
+        raise OperandError(f"selector={selector!r} disagrees with the instruction's sparsity selector operand "
+                           f"{inst.selector}")
+    if selector is None:
+        raise OperandError(f"{form} needs its sparsity selector: pass selector= (one of "
+                           f"{', '.join(map(str, allowed))}) or write the operands")
+    if isinstance(selector, bool) or not isinstance(selector, (int, np.integer)) or selector not in allowed:
+        raise OperandError(f"sparsity selector of {form} must be one of {', '.join(map(str, allowed))}, "
+                           f"got {selector!r}")
+    return int(selector)
 
 
 def stack_bits(values, fmt_name: str, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import OperandError
 from .isa import MmaSp, MmaSync
 from .kernels import execute_stack
 from .layout import register_file
 from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout, sparse_fragment_layout
 from .layout.sparse_metadata import kept_columns
 from .layout.wmma_fragments import pack_fragment
-from .mma import as_instruction, broadcast_stacks, flat_stack, sparse_rows
+from .mma import as_instruction, broadcast_stacks, flat_stack, sparse_rows, sparse_selector
 from .wmma import fragment_matrices, mma_on_fragments, mma_stack_on_fragments
 
 WARP_SIZE = 32
@@ -90,26 +89,10 @@ def mma_sp_stack(instruction, a, b, c, e, selector: int | None = None) -> np.nda
     return _sparse_mma(as_instruction(instruction, (MmaSp,)), a, b, c, e, selector, stack=True)
 
 
-def _selector(inst, selector) -> int:
-    row = inst.type_row
-    allowed = row.selectors[str(inst.shape)]
-    if selector is None:
-        selector = inst.selector
-    elif inst.selector is not None and selector != inst.selector:
-        raise OperandError(f"selector={selector!r} disagrees with the instruction's sparsity selector operand "
-                           f"{inst.selector}")
-    if selector is None:
-        raise OperandError(f"mma.sp needs its sparsity selector: pass selector= (one of "
-                           f"{', '.join(map(str, allowed))} for {row.name} .{inst.shape}) or write the operands")
-    if isinstance(selector, bool) or not isinstance(selector, (int, np.integer)) or selector not in allowed:
-        raise OperandError(f"sparsity selector of {row.name} mma.sp .{inst.shape} must be one of "
-                           f"{', '.join(map(str, allowed))}, got {selector!r}")
-    return int(selector)
-
-
 def _sparse_mma(inst, a, b, c, e, selector, *, stack: bool) -> np.ndarray:
     """The fragments' matrices and the metadata's kept columns, through :func:`fastmma.mma.sparse_rows`."""
-    selector = _selector(inst, selector)
+    row = inst.type_row
+    selector = sparse_selector(inst, selector, row.selectors[str(inst.shape)], f"{row.name} mma.sp .{inst.shape}")
     mats = fragment_matrices(inst, a, b, c, sparse_fragment_layout, stack=stack)
     mats["e"] = register_file(e, WARP_SIZE, 1, "e", stack=stack)
     batch = broadcast_stacks({x: m.shape[:-2] for x, m in mats.items()},

@@ -5,6 +5,9 @@ The register-level entry point for simulators: give the warpgroup's accumulator 
 B's descriptor and the shared-memory image; get back the D registers.  No asynchronous
 state is kept (see :mod:`fastmma.warpgroup` for fence / commit_group / wait_group).
 :func:`mma_async_stack` does the same for a stack of warpgroups in one call.
+:func:`mma_async_sp` (and :func:`mma_async_sp_stack`) runs the sparse ``wgmma.mma_async.sp``
+(PTX ISA 9.7.15.6) with each thread's metadata register (recorded:
+tests/golden/probes/q16_wgmma_sp).
 
 Data flow (PTX ISA 9.7.15.5): descriptors -> A and B gathered from the image
 (:mod:`fastmma.layout.descriptor`), A and C from register fragments
@@ -19,12 +22,13 @@ import numpy as np
 
 from .errors import AlignmentError, InvalidInstructionError, OperandError
 from .formats import as_numpy, get_format
-from .isa import WgmmaMmaAsync
+from .isa import WgmmaMmaAsync, WgmmaMmaAsyncSp, tables
 from .kernels import execute, execute_stack
 from .layout import register_file
 from .layout.descriptor import descriptor_values, gather_operand, gather_operand_stack, major_from_trans
+from .layout.sparse_metadata import warpgroup_kept_columns
 from .layout.wgmma_fragments import pack_d, unpack_a, unpack_d
-from .mma import as_instruction, broadcast_stacks, scale_d_flag
+from .mma import as_instruction, broadcast_stacks, scale_d_flag, sparse_rows, sparse_selector
 
 THREADS = 128
 
@@ -122,8 +126,75 @@ def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=No
     (:func:`fastmma.kernels.execute_stack`).  Nothing is modified.
     """
     inst = as_instruction(instruction, (WgmmaMmaAsync,))
+    st = _stack(inst, d_regs, a_desc, a_regs, b_desc, smem, scale_d, image_address)
+    m, n = inst.shape.m, inst.shape.n
+    out = np.empty((st.count, THREADS, inst.d_regs), np.uint32)
+    step = max(1, STACK_CHUNK_BYTES // (m * n * get_format(inst.dtype).bits // 8))
+    for s0 in range(0, st.count, step):
+        part = slice(s0, s0 + step)
+        c = unpack_d(st.c_regs[part], inst.dtype, n)
+        out[part] = pack_d(_execute(inst, st.a[part], st.b[part], c, st.scale[part]), inst.dtype)
+    return out.reshape(st.batch + (THREADS, inst.d_regs))
+
+
+def mma_async_sp(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None, a_regs=None, scale_d: bool = True,
+                 selector: int | None = None, image_address: int = 0) -> np.ndarray:
+    """Execute one ``wgmma.mma_async.sp`` (PTX ISA 9.7.15.6) and return the new accumulator
+    registers ``uint32[128, ND]``.
+
+    As :func:`mma_async`, with A (registers ``uint32[128, 4]`` or a descriptor) the compressed
+    64 x K/2 matrix, laid out as a dense A of K/2 would be, B (a descriptor) K x N, and
+    ``e_regs`` (``uint32[128]`` or ``uint32[128, 1]``) each thread's ``sp-meta`` register.
+    ``selector`` is the sparsity selector ``sp-sel``; it may instead come with the
+    instruction's operands, and must where both are given agree.  Metadata that the selected
+    threads hold and the ISA leaves undefined raise :class:`~fastmma.errors.OperandError`.
+    """
+    return mma_async_sp_stack(instruction, d_regs, e_regs=e_regs, b_desc=b_desc, smem=smem, a_desc=a_desc,
+                              a_regs=a_regs, scale_d=scale_d, selector=selector, image_address=image_address)
+
+
+def mma_async_sp_stack(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None, a_regs=None, scale_d=True,
+                       selector: int | None = None, image_address=0) -> np.ndarray:
+    """:func:`mma_async_sp` for a stack of warpgroups in one call, the stack dimensions of
+    every operand (``e_regs``: ``uint32[..., 128]`` or ``[..., 128, 1]``) broadcast together as
+    in :func:`mma_async_stack`.  Each row of D is the GEMV of its kept products
+    (:func:`fastmma.mma.sparse_rows`), every row of the stack in one call of the kernels."""
+    inst = as_instruction(instruction, (WgmmaMmaAsyncSp,))
+    row = tables.wgmma_sp_type_row(inst.atype, inst.btype)
+    selector = sparse_selector(inst, selector, tables.WGMMA_SP_SELECTORS[row.name], f"{row.name} wgmma.mma_async.sp")
+    e = as_numpy(e_regs, "e_regs")
+    if e.ndim >= 2 and e.shape[-2:] == (THREADS, 1):
+        e = e[..., 0]
+    e = register_file(e[..., None], THREADS, 1, "e_regs (one sp-meta register a thread)", stack=True)[..., 0]
+    st = _stack(inst, d_regs, a_desc, a_regs, b_desc, smem, scale_d, image_address, extra={"e_regs": e.shape[:-1]})
+    kept = warpgroup_kept_columns(st.flat(e, (THREADS,)), inst.atype, inst.metadata_shape, selector)
+    c = unpack_d(st.c_regs, inst.dtype, inst.shape.n)
+    out = np.empty((st.count, THREADS, inst.d_regs), np.uint32)
+    for use_c in (True, False):  # the scale-d predicate of each warpgroup
+        which = np.flatnonzero(st.scale == use_c)
+        if which.size:
+            d = sparse_rows(inst, st.a[which], kept[which], st.b[which], c[which], use_c=use_c,
+                            neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
+            out[which] = pack_d(d, inst.dtype)
+    return out.reshape(st.batch + (THREADS, inst.d_regs))
+
+
+class _Stack:
+    """A stack of warpgroups' operands, gathered: ``a`` (S, 64, K of A) and ``b`` (S, K, N)
+    bits, ``c_regs`` (S, 128, ND), ``scale`` (S,), the broadcast ``batch`` and ``flat`` (an
+    array broadcast to it, as S entries)."""
+
+    def __init__(self, batch, a, b, c_regs, scale, flat):
+        self.batch, self.a, self.b, self.c_regs, self.scale, self.flat = batch, a, b, c_regs, scale, flat
+        self.count = math.prod(batch)
+
+
+def _stack(inst, d_regs, a_desc, a_regs, b_desc, smem, scale_d, image_address, extra=None) -> _Stack:
+    """The operands of a stack of ``wgmma.mma_async`` or ``.sp`` checked, broadcast and gathered
+    (A of K/2 columns for ``.sp``)."""
     _check_sources(inst, a_desc, a_regs, b_desc, smem)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    ka = k // 2 if isinstance(inst, WgmmaMmaAsyncSp) else k
     c_regs = register_file(d_regs, THREADS, inst.d_regs, "d_regs", stack=True)
     a_regs = register_file(a_regs, THREADS, inst.a_regs, "a_regs", stack=True) if a_regs is not None else None
     images = as_numpy(smem, "smem")
@@ -136,10 +207,10 @@ def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=No
     address = _image_addresses(image_address)
     parts = {"d_regs": c_regs.shape[:-2], "a_regs": None if a_regs is None else a_regs.shape[:-2],
              "a_desc": None if a_desc is None else a_desc.shape, "b_desc": b_desc.shape, "smem": images.shape[:-1],
-             "scale_d": scale.shape, "image_address": address.shape}
+             "scale_d": scale.shape, "image_address": address.shape, **(extra or {})}
     batch = broadcast_stacks({name: shape for name, shape in parts.items() if shape is not None},
                              "the stack dimensions (all but the last two of d_regs and a_regs, all but the last "
-                             "of smem, all of the others)")
+                             "of smem and e_regs, all of the others)")
     count = math.prod(batch)
 
     def flat(x, tail=()):
@@ -151,19 +222,12 @@ def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=No
     if a_regs is not None:
         a = unpack_a(flat(a_regs, (THREADS, inst.a_regs)), inst.atype)
     else:
-        a = gather_operand_stack(images, image_of, flat(a_desc), m, k, inst.atype, major_from_trans(inst.imm_trans_a),
-                                 image_address=address, name="a_desc")
+        a = gather_operand_stack(images, image_of, flat(a_desc), m, ka, inst.atype,
+                                 major_from_trans(inst.imm_trans_a), image_address=address, name="a_desc")
     b = gather_operand_stack(images, image_of, flat(b_desc), n, k, inst.btype, major_from_trans(inst.imm_trans_b),
                              image_address=address, name="b_desc")
     b = np.ascontiguousarray(b.transpose(0, 2, 1))
-    c_regs, scale = flat(c_regs, (THREADS, inst.d_regs)), flat(scale)
-    out = np.empty((count, THREADS, inst.d_regs), np.uint32)
-    step = max(1, STACK_CHUNK_BYTES // (m * n * get_format(inst.dtype).bits // 8))
-    for s0 in range(0, count, step):
-        part = slice(s0, s0 + step)
-        c = unpack_d(c_regs[part], inst.dtype, n)
-        out[part] = pack_d(_execute(inst, a[part], b[part], c, scale[part]), inst.dtype)
-    return out.reshape(batch + (THREADS, inst.d_regs))
+    return _Stack(batch, a, b, flat(c_regs, (THREADS, inst.d_regs)), flat(scale), flat)
 
 
 def _execute(inst: WgmmaMmaAsync, a, b, c, scale) -> np.ndarray:

@@ -13,6 +13,7 @@ from .instruction import (
     WgmmaCommitGroup,
     WgmmaFence,
     WgmmaMmaAsync,
+    WgmmaMmaAsyncSp,
     WgmmaWaitGroup,
     WmmaLoad,
     WmmaMma,
@@ -23,7 +24,7 @@ from .numerics import (ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedD
 from .parser import parse
 
 __all__ = [
-    "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaFence", "WgmmaCommitGroup",
+    "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaMmaAsyncSp", "WgmmaFence", "WgmmaCommitGroup",
     "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "MmaSp", "FusedDotRule", "IntDotRule", "PopcRule",
     "FmaChainRule", "ConvertedF16Rule", "FfmaExpansionRule", "SparseConvertedF16Rule", "Ldmatrix", "Stmatrix", "Movmatrix",
 ]

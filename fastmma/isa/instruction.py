@@ -83,8 +83,8 @@ class WgmmaWaitGroup(Instruction):
 
 
 @dataclass(frozen=True)
-class WgmmaMmaAsync(Instruction):
-    """``wgmma.mma_async``: D (64×N) = A (64×K) · B (K×N) + D, across a warpgroup.
+class _WgmmaMma(Instruction):
+    """The fields and checks ``wgmma.mma_async`` and ``wgmma.mma_async.sp`` share.
 
     ``a_source`` is ``"desc"`` or ``"reg"`` (``None`` when the text had no operands).
     ``imm_scale_a/b`` (±1) negate A/B; ``imm_trans_a/b`` (0/1) read A/B MN-major from
@@ -103,7 +103,6 @@ class WgmmaMmaAsync(Instruction):
     imm_scale_b: int = 1
     imm_trans_a: int = 0
     imm_trans_b: int = 0
-    family = "wgmma"
 
     def __post_init__(self):
         for name, allowed in (("imm_scale_a", (-1, 1)), ("imm_scale_b", (-1, 1)),
@@ -138,15 +137,46 @@ class WgmmaMmaAsync(Instruction):
         """Registers per thread of the accumulator: N/4 packed f16x2, else N/2."""
         return self.shape.n // 4 if self.dtype == "f16" else self.shape.n // 2
 
-    @property
-    def rule(self):
-        return numerics.wgmma_rule(self.atype, self.dtype, self.shape.k, self.satfinite, self.op)
-
-    def with_operands(self, **immediates) -> "WgmmaMmaAsync":
+    def with_operands(self, **immediates):
         """A copy with other immediates (``imm_scale_a=-1``, ...)."""
         from dataclasses import replace
 
         return replace(self, **immediates)
+
+
+@dataclass(frozen=True)
+class WgmmaMmaAsync(_WgmmaMma):
+    """``wgmma.mma_async``: D (64×N) = A (64×K) · B (K×N) + D, across a warpgroup (PTX ISA
+    9.7.15.5)."""
+
+    family = "wgmma"
+
+    @property
+    def rule(self):
+        return numerics.wgmma_rule(self.atype, self.dtype, self.shape.k, self.satfinite, self.op)
+
+
+@dataclass(frozen=True)
+class WgmmaMmaAsyncSp(_WgmmaMma):
+    """``wgmma.mma_async.sp``: D (64×N) = A (64×K) · B (K×N) + D across a warpgroup, with A
+    structured sparse (PTX ISA 9.7.15.6): A (registers or a descriptor) holds the compressed
+    64×K/2 matrix, and each thread's metadata register ``sp-meta`` says where the kept elements
+    of its warp's rows lie.  ``selector`` is the sparsity selector ``sp-sel`` (``None`` where the
+    text gave no operands)."""
+
+    shape: Shape = Shape(64, 8, 32)
+    selector: int | None = None
+    family = "wgmma_sp"
+
+    @property
+    def rule(self):
+        return numerics.wgmma_sp_rule(self.atype, self.dtype, self.shape.k, self.satfinite)
+
+    @property
+    def metadata_shape(self) -> str:
+        """The ``mma.sp`` shape whose metadata map each warp of the warpgroup follows for its 16
+        rows (``m16n8k{K}``; recorded: tests/golden/probes/q16_wgmma_sp)."""
+        return f"m16n8k{self.shape.k}"
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,15 @@ def wgmma_rule(atype: str, dtype: str, k: int, satfinite: bool, op: str | None):
     return float_rule(atype, dtype, dtype, k)
 
 
+@functools.lru_cache(maxsize=None)
+def wgmma_sp_rule(atype: str, dtype: str, k: int, satfinite: bool):
+    """The rule of one ``wgmma.mma_async.sp`` (PTX ISA 9.7.15.6; the recordings in
+    tests/golden/probes/q16_wgmma_sp), applied to each row's ``k / 2`` kept products: the dense
+    ``wgmma.mma_async`` rule of a K of ``k / 2`` (one fused sum for floats, fp8 included; the
+    exact dot for integers).  The elements the metadata leaves out take no part."""
+    return wgmma_rule(atype, dtype, k // 2, satfinite, None)
+
+
 def _exact_rule(atype: str, k: int, satfinite: bool, op: str | None, rounding: str | None):
     """The rule of a warp-level mma (``wmma`` or ``mma.sync``) whose sums are exact before one
     final step: the f64 fma chain, the b1 popc and the integer dot; None for float inputs."""

@@ -31,6 +31,7 @@ from .instruction import (
     WgmmaCommitGroup,
     WgmmaFence,
     WgmmaMmaAsync,
+    WgmmaMmaAsyncSp,
     WgmmaWaitGroup,
     WmmaLoad,
     WmmaMma,
@@ -43,7 +44,7 @@ _IDENT_RE = re.compile(r"^[A-Za-z_$%][\w$%]*$")
 _INT_RE = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?$")
 
 OPCODES = (
-    "wgmma.mma_async", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
+    "wgmma.mma_async", "wgmma.mma_async.sp", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
     "wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma", "mma", "mma.sp", "ldmatrix",
     "stmatrix", "movmatrix",
 )
@@ -200,6 +201,7 @@ def _classify(tok: str) -> str:
 
 _ALLOWED = {
     "wgmma.mma_async": ("sync", "aligned", "shape", "type", "satfinite", "op", "popc"),
+    "wgmma.mma_async.sp": ("sync", "aligned", "shape", "type", "satfinite"),
     "wmma.mma": ("sync", "aligned", "layout", "shape", "type", "satfinite", "rounding", "op", "popc"),
     "wmma.load": ("sync", "aligned", "layout", "shape", "ss", "type"),
     "wmma.store": ("sync", "aligned", "layout", "shape", "ss", "type"),
@@ -329,9 +331,7 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
         return parts[0], parts[1:]
     if len(parts) >= 2 and parts[0] == "wgmma":
         if parts[1] == "mma_async" and len(parts) > 2 and parts[2] == "sp":
-            raise UnsupportedInstructionError(
-                "wgmma.mma_async.sp (sparse) is not supported by fastmma; supported: "
-                + ", ".join(OPCODES))
+            return "wgmma.mma_async.sp", parts[3:]
         op = "wgmma." + parts[1]
         if op in OPCODES:
             return op, parts[2:]
@@ -387,48 +387,54 @@ def _wgmma_shapes_text() -> str:
 
 
 def _build_wgmma_mma(opcode, quals, operands, text):
-    shape = quals.shape(_wgmma_shapes_text())
+    """``wgmma.mma_async`` (PTX ISA 9.7.15.5.2) and ``wgmma.mma_async.sp`` (9.7.15.6.3),
+    validated against ``tables.WGMMA_TYPE_ROWS``: the sparse form has every row but .b1, with
+    K doubled, and two more operands after b-desc, ``sp-meta`` (a 32-bit register) and
+    ``sp-sel`` (an integer constant in ``tables.WGMMA_SP_SELECTORS``)."""
+    sparse = opcode == "wgmma.mma_async.sp"
+    rows = [r for r in tables.WGMMA_TYPE_ROWS if not sparse or r.name in tables.WGMMA_SP_SELECTORS]
+    k_of = (lambda r: 2 * r.k) if sparse else (lambda r: r.k)
+    shape = quals.shape("; ".join(f"{r.name}: .m64nNk{k_of(r)} with N in {_n_list(r.n_values)}" for r in rows))
     types = quals.get("type")
     if len(types) != 3:
-        raise _fail(f"wgmma.mma_async needs three type qualifiers .dtype.atype.btype, got "
-                    f"{_choices(types) or 'none'}")
+        raise _fail(f"{opcode} needs three type qualifiers .dtype.atype.btype, got {_choices(types) or 'none'}")
     dtype, atype, btype = types
-    row = tables.wgmma_type_row(atype, btype)
+    row = (tables.wgmma_sp_type_row if sparse else tables.wgmma_type_row)(atype, btype)
     if row is None:
-        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in tables.WGMMA_TYPE_ROWS)
-        raise _fail(f"wgmma.mma_async has no variant with .atype .{atype} and .btype .{btype}; "
+        pairs = "; ".join(f"{'|'.join(r.atypes)} with {'|'.join(r.btypes)}" for r in rows)
+        raise _fail(f"{opcode} has no variant with .atype .{atype} and .btype .{btype}; "
                     f"valid .atype/.btype pairs: {pairs}")
-    if shape.m != tables.WGMMA_M or shape.k != row.k or shape.n not in row.n_values:
-        raise _fail(f"shape .{shape} is not valid for {row.name} wgmma.mma_async: valid shapes are "
-                    f".m64nNk{row.k} with N in {_n_list(row.n_values)}")
+    if shape.m != tables.WGMMA_M or shape.k != k_of(row) or shape.n not in row.n_values:
+        raise _fail(f"shape .{shape} is not valid for {row.name} {opcode}: valid shapes are "
+                    f".m64nNk{k_of(row)} with N in {_n_list(row.n_values)}")
     if dtype not in row.dtypes:
-        raise _fail(f".dtype .{dtype} is not valid for {row.name} wgmma.mma_async; allowed: "
-                    f"{_choices(row.dtypes)}")
+        raise _fail(f".dtype .{dtype} is not valid for {row.name} {opcode}; allowed: {_choices(row.dtypes)}")
     satfinite = bool(quals.get("satfinite"))
     if satfinite and not row.satfinite:
-        raise _fail(f".satfinite is only valid on integer (.s8/.u8) wgmma.mma_async, not on {row.name}")
-    op = _bit_op(quals, row, "wgmma.mma_async")
-    inst = WgmmaMmaAsync(opcode, text, operands, shape=shape, dtype=dtype, atype=atype, btype=btype,
-                         satfinite=satfinite, op=op)
+        raise _fail(f".satfinite is only valid on integer (.s8/.u8) {opcode}, not on {row.name}")
+    kw = dict(shape=shape, dtype=dtype, atype=atype, btype=btype, satfinite=satfinite)
+    if sparse:
+        inst = WgmmaMmaAsyncSp(opcode, text, operands, **kw)
+    else:
+        inst = WgmmaMmaAsync(opcode, text, operands, **kw, op=_bit_op(quals, row, "wgmma.mma_async"))
     return _wgmma_operands(inst, row, operands) if operands is not None else inst
 
 
-def _wgmma_operands(inst: WgmmaMmaAsync, row, ops) -> WgmmaMmaAsync:
+def _wgmma_operands(inst, row, ops):
     from dataclasses import replace
 
+    what = inst.opcode
+    sparse = isinstance(inst, WgmmaMmaAsyncSp)
     d = ops[0]
     if d.kind != "vector" or len(d.regs) != inst.d_regs:
-        raise _fail(f"wgmma.mma_async .{inst.shape}.{inst.dtype}: operand d must be a vector of "
+        raise _fail(f"{what} .{inst.shape}.{inst.dtype}: operand d must be a vector of "
                     f"{inst.d_regs} registers, got {d.text!r}")
     if len(ops) < 2:
-        raise _fail("wgmma.mma_async needs operands d, a (or a-desc), b-desc, scale-d, ...")
+        raise _fail(f"{what} needs operands d, a (or a-desc), b-desc, {'sp-meta, sp-sel, ' * sparse}scale-d, ...")
     a_source = "reg" if ops[1].kind == "vector" else "desc"
     if a_source == "reg":
         if len(ops[1].regs) != 4:
-            raise _fail(f"wgmma.mma_async: operand a in registers must be a vector of 4 registers, "
-                        f"got {ops[1].text!r}")
-        if ops[1].kind != "vector":
-            raise _fail("operand a must be a register vector or a 64-bit descriptor register")
+            raise _fail(f"{what}: operand a in registers must be a vector of 4 registers, got {ops[1].text!r}")
     elif ops[1].kind not in ("reg", "imm"):
         raise _fail(f"operand a-desc must be a 64-bit register, got {ops[1].text!r}")
     imm_names = []
@@ -436,15 +442,26 @@ def _wgmma_operands(inst: WgmmaMmaAsync, row, ops) -> WgmmaMmaAsync:
         imm_names += ["imm-scale-a", "imm-scale-b"]
     if row.transpose:
         imm_names += (["imm-trans-a"] if a_source == "desc" else []) + ["imm-trans-b"]
-    expected = ["d", "a" if a_source == "reg" else "a-desc", "b-desc", "scale-d"] + imm_names
+    sp = ["sp-meta", "sp-sel"] if sparse else []
+    expected = ["d", "a" if a_source == "reg" else "a-desc", "b-desc"] + sp + ["scale-d"] + imm_names
     if len(ops) != len(expected):
-        raise _fail(f"{row.name} wgmma.mma_async with A from {'registers' if a_source == 'reg' else 'a descriptor'} "
+        raise _fail(f"{row.name} {what} with A from {'registers' if a_source == 'reg' else 'a descriptor'} "
                     f"takes {len(expected)} operands ({', '.join(expected)}), got {len(ops)}")
     if ops[2].kind not in ("reg", "imm"):
         raise _fail(f"operand b-desc must be a 64-bit register, got {ops[2].text!r}")
+    values = {}
+    if sparse:
+        meta, sel = ops[3], ops[4]
+        if meta.kind != "reg" or meta.negated:
+            raise _fail(f"{what} operand sp-meta (the metadata) must be a 32-bit register, got {meta.text!r}")
+        allowed = tables.WGMMA_SP_SELECTORS[row.name]
+        if sel.kind != "imm" or sel.value not in allowed:
+            raise _fail(f"{row.name} {what}: the sparsity selector sp-sel must be an integer constant in "
+                        f"{_choices(allowed, dot=False)}, got {sel.text!r}")
+        values["selector"] = sel.value
+        ops = ops[:3] + ops[5:]
     if ops[3].kind not in ("reg", "imm"):
         raise _fail(f"operand scale-d must be a predicate or an immediate, got {ops[3].text!r}")
-    values = {}
     for name, op in zip(imm_names, ops[4:]):
         if op.kind != "imm":
             raise _fail(f"operand {name} must be an integer immediate, got {op.text!r}")
@@ -777,6 +794,7 @@ def _build_movmatrix(opcode, quals, operands, text):
 
 _BUILDERS = {
     "wgmma.mma_async": _build_wgmma_mma,
+    "wgmma.mma_async.sp": _build_wgmma_mma,
     "wgmma.fence": _build_wgmma_plain,
     "wgmma.commit_group": _build_wgmma_plain,
     "wgmma.wait_group": _build_wgmma_plain,

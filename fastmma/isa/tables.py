@@ -65,6 +65,18 @@ def wgmma_type_row(atype: str, btype: str) -> WgmmaTypeRow | None:
     return None
 
 
+#: wgmma.mma_async.sp (PTX ISA 9.7.15.6): every row of :data:`WGMMA_TYPE_ROWS` but .b1, with K
+#: twice the row's (A holds K/2 elements of each row) and these sparsity selectors (as ptxas of
+#: CUDA 13.0 takes them for sm_90a)
+WGMMA_SP_SELECTORS = {".f16": (0, 1), ".bf16": (0, 1), ".tf32": (0, 1), "FP8": (0,), "integer": (0,)}
+
+
+def wgmma_sp_type_row(atype: str, btype: str) -> WgmmaTypeRow | None:
+    """The dense row whose types this wgmma.mma_async.sp pair has, if it has a sparse form."""
+    row = wgmma_type_row(atype, btype)
+    return row if row is not None and row.name in WGMMA_SP_SELECTORS else None
+
+
 # ---------------------------------------------------------------- wmma
 
 
@@ -258,7 +270,9 @@ MMA_SP_VARIANTS = ("sp", "sp::ordered_metadata")
 #: two different indices for .sp, increasing ones for ::ordered_metadata; .tf32 keeps one of two
 _ANY_PAIR = tuple(v for v in range(16) if v & 3 != v >> 2)
 _INCREASING = tuple(v for v in range(16) if v & 3 < v >> 2)
-_PAIR_NIBBLES = {"sp": _ANY_PAIR, "sp::ordered_metadata": _INCREASING}
+#: ``"wgmma.sp"``: the nibbles of wgmma.mma_async.sp, any two different indices for every type
+#: but .tf32 (recorded: fp8 takes them in either order too, tests/golden/probes/q16_wgmma_sp)
+_PAIR_NIBBLES = {"sp": _ANY_PAIR, "sp::ordered_metadata": _INCREASING, "wgmma.sp": _ANY_PAIR}
 
 MMA_SP_TYPE_ROWS = (
     MmaSpTypeRow(".f16", ("f16",), ("f16",), {"m16n8k16": (0, 1, 2, 3), "m16n8k32": (0, 1)},
@@ -266,9 +280,9 @@ MMA_SP_TYPE_ROWS = (
     MmaSpTypeRow(".bf16", ("bf16",), ("bf16",), {"m16n8k16": (0, 1, 2, 3), "m16n8k32": (0, 1)},
                  (("f32", "f32"),), nibbles=_PAIR_NIBBLES),
     MmaSpTypeRow(".tf32", ("tf32",), ("tf32",), {"m16n8k8": (0, 1, 2, 3), "m16n8k16": (0, 1)},
-                 (("f32", "f32"),), chunk=2, nibbles={v: (0x4, 0xE) for v in MMA_SP_VARIANTS}),
+                 (("f32", "f32"),), chunk=2, nibbles={v: (0x4, 0xE) for v in (*MMA_SP_VARIANTS, "wgmma.sp")}),
     MmaSpTypeRow("FP8", _FP8, _FP8, {"m16n8k64": (0,)}, (("f32", "f32"),),
-                 nibbles={v: _INCREASING for v in MMA_SP_VARIANTS}),
+                 nibbles={"sp": _INCREASING, "sp::ordered_metadata": _INCREASING, "wgmma.sp": _ANY_PAIR}),
     MmaSpTypeRow("integer", ("s8", "u8"), ("s8", "u8"), {"m16n8k32": (0, 1), "m16n8k64": (0,)},
                  (("s32", "s32"),), satfinite=True, nibbles=_PAIR_NIBBLES),
     MmaSpTypeRow("sub-byte", ("s4", "u4"), ("s4", "u4"), {"m16n8k64": (0, 1), "m16n8k128": (0,)},

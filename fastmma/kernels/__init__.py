@@ -162,22 +162,22 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     return out
 
 
-def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
+def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, use_c: bool = True,
                  neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
     """:func:`execute_stack` for a stack of many tiny GEMMs (``mma.sp``'s rows, each a GEMV
     with a B of its own): the stack kernels take it in one call whatever its size, where
     :func:`execute_stack` would loop over GEMMs below :data:`FAST_KERNEL_MIN_MACS` (measured:
     16 GEMVs of 1 x 16 x 8, 36 us against 88 us; s8, 7 us against 95 us).  fp8's
     :class:`ConvertedF16Rule` runs its f16 steps through it as well."""
-    kw = dict(use_c=True, neg_a=neg_a, neg_b=neg_b)
+    kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute_rows)
     if isinstance(rule, FusedDotRule) and a.shape[0] > 1:
         return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if isinstance(rule, IntDotRule) and not (neg_a or neg_b):
         with launch_lock:
-            return _exact_sum(rule, a, b, c, atype, btype, dtype, True, fast=True)
-    return execute_stack(rule, a, b, c, atype, btype, ctype, dtype, neg_a=neg_a, neg_b=neg_b)
+            return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+    return execute_stack(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
 
 
 def _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw):

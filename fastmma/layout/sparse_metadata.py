@@ -21,6 +21,10 @@ where ``base`` is the sparsity selector times the threads it names: one thread o
 where a quad's metadata fills one register, a pair (selector 0: threads 0 and 1, 1: 2 and 3)
 where it fills two, all four (selector 0) where it fills four.  Other lanes' metadata are not
 read.
+
+``wgmma.mma_async.sp`` (PTX ISA 9.7.15.6) follows the same map warp by warp: warp ``w`` of the
+warpgroup holds rows ``16 w .. 16 w + 15`` as one ``mma.sp`` of ``m16n8kK`` holds its rows
+(:func:`warpgroup_kept_columns`; recorded in tests/golden/probes/q16_wgmma_sp).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from ..isa import tables
 from .mma_fragments import shape_dims
 
 WARP_SIZE = 32
+WARPS = 4  #: warps of a warpgroup
+WGMMA_SP = "wgmma.sp"  #: the key of wgmma.mma_async.sp's nibbles in ``tables.MMA_SP_TYPE_ROWS``
 
 
 def _row(atype: str) -> tables.MmaSpTypeRow:
@@ -100,10 +106,11 @@ def _refuse_undefined(values: np.ndarray, atype: str, spvariant: str, lane: np.n
     if bad.any():
         where = np.argwhere(bad)[0]
         *stack, i, q = (int(x) for x in where)
+        what = "wgmma.mma_async.sp" if spvariant == WGMMA_SP else f"mma.{spvariant}"
         raise OperandError(
-            f"mma.sp metadata: row {i}, chunk {q} (lane {int(lane[i, q])}, bits {4 * int(nib[i, q])}-"
+            f"{what} metadata: row {i}, chunk {q} (lane {int(lane[i, q])}, bits {4 * int(nib[i, q])}-"
             f"{4 * int(nib[i, q]) + 3}{f', warp {tuple(stack)}' if stack else ''}) holds "
-            f"0b{int(values[tuple(where)]):04b}, which the ISA leaves undefined for {row.name} .{spvariant}; "
+            f"0b{int(values[tuple(where)]):04b}, which the ISA leaves undefined for {row.name} {what}; "
             f"meaningful values: {', '.join(f'0b{v:04b}' for v in row.nibbles[spvariant])}")
 
 
@@ -167,3 +174,26 @@ def encode_metadata(columns: np.ndarray, atype: str, shape: str, selector: int =
     to_lane[np.arange(lane.size), lane.ravel()] = 1          # a lane's sum of its shifted nibbles is their OR
     e = values.reshape(values.shape[:-2] + (-1,)) @ to_lane
     return e.astype(np.uint32)
+
+
+def warpgroup_kept_columns(e_regs: np.ndarray, atype: str, metadata_shape: str, selector: int) -> np.ndarray:
+    """``wgmma.mma_async.sp`` (PTX ISA 9.7.15.6): the dense column of each kept element of A,
+    ``int64[..., 64, K/2]``, from the metadata registers ``e_regs`` (``uint32[..., 128]``, one a
+    thread) of a stack of warpgroups.  Warp ``w`` (threads ``32 w .. 32 w + 31``) holds the
+    metadata of rows ``16 w .. 16 w + 15`` exactly as one ``mma.sp`` of ``metadata_shape``
+    (``m16n8k{K}``) holds its 16 rows' (recorded for every selector and type,
+    tests/golden/probes/q16_wgmma_sp); any two different indices are meaningful for every type
+    but ``.tf32``."""
+    e = np.asarray(e_regs, np.uint32)
+    kept = kept_columns(e.reshape(e.shape[:-1] + (WARPS, WARP_SIZE)), atype, metadata_shape, selector, WGMMA_SP)
+    return kept.reshape(e.shape[:-1] + (WARPS * kept.shape[-2], kept.shape[-1]))
+
+
+def encode_warpgroup_metadata(columns: np.ndarray, atype: str, metadata_shape: str, selector: int = 0) -> np.ndarray:
+    """The metadata registers ``uint32[..., 128]`` of a warpgroup that keep A's elements at
+    ``columns`` (``int[..., 64, K/2]``, as :func:`warpgroup_kept_columns` returns them)."""
+    cols = np.asarray(columns)
+    if cols.shape[-2] != WARPS * 16:
+        raise OperandError(f"columns must be int[..., 64, K/2] for wgmma.mma_async.sp, got shape {cols.shape}")
+    per_warp = cols.reshape(cols.shape[:-2] + (WARPS, 16, cols.shape[-1]))
+    return encode_metadata(per_warp, atype, metadata_shape, selector).reshape(cols.shape[:-2] + (WARPS * WARP_SIZE,))

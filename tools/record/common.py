@@ -23,6 +23,8 @@ MODE_LEGEND = {
 SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain} its length
     ("wgmma", False): "wgmma.fence; wgmma.mma_async x1; wgmma.commit_group; wgmma.wait_group 0",
     ("wgmma", True): "wgmma.fence; wgmma.mma_async x{chain}; wgmma.commit_group; wgmma.wait_group 0",
+    ("wgmma_sp", False): "wgmma.fence; wgmma.mma_async.sp x1 (the metadata register e of each thread, the "
+                         "variant's sparsity selector); wgmma.commit_group; wgmma.wait_group 0",
     ("wmma", False): "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d",
     ("wmma", True): "wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d",
     ("mma", False): "registers a, b, c loaded from memory; mma.sync; registers d written to memory",
@@ -49,7 +51,7 @@ def wgmma_meta(job: dict, device: dict, bases: list, dyn_bytes: int, fills: list
     meta.update(device)
     meta.update({
         "format_version": 1,
-        "family": "wgmma",
+        "family": job["kind"],
         "mode_legend": MODE_LEGEND,
         "smem_base_observed": sorted(set(int(b) for b in bases)),
         "smem_base_aligned_1024": bool(aligned),
@@ -59,7 +61,7 @@ def wgmma_meta(job: dict, device: dict, bases: list, dyn_bytes: int, fills: list
                       "and after it) filled with 0x00 and with 0xFF (and once more with 0x00); "
                       "cases whose d_regs differed would have been dropped (meta.dropped_cases)",
         "scale_d_note": "runtime predicate p = (scale_d != 0) on the first instruction",
-        "sequence": sequence("wgmma", chain_of(job["meta"])),
+        "sequence": sequence(job["kind"], chain_of(job["meta"])),
         "descriptor_convention": (
             "a_desc/b_desc start-address fields are relative to the image (image byte 0 = address 0); "
             "at run time the kernel copied the image to shared-window address smem_base_observed "
@@ -137,8 +139,9 @@ def write_recording(outdir, job: dict, arrays: dict, result: dict, device: dict)
     m["case_labels"] = [m["case_labels"][i] for i in sel]
     m["case_index"] = [int(i) for i in sel]
     m["n_cases"] = int(len(sel))
-    if job["kind"] == "wgmma":
-        out = {k: arrays[k][sel] for k in ("smem", "a_desc", "b_desc", "c_regs", "scale_d", "mode")}
+    if job["kind"] in ("wgmma", "wgmma_sp"):
+        names = ("smem", "a_desc", "b_desc", "c_regs", "scale_d", "mode") + (("e_regs",) * (job["kind"] == "wgmma_sp"))
+        out = {k: arrays[k][sel] for k in names}
         if "a_regs" in arrays:
             out["a_regs"] = arrays["a_regs"][sel]
         out["d_regs"] = np.asarray(result["d_regs"], np.uint32)[sel]

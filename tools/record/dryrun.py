@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import common
-from fastmma import conform, ldmatrix, mma_sync, wmma
+from fastmma import conform, ldmatrix, mma_sync, wgmma, wmma
 from fastmma.isa import parse
 
 FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_version": "-",
@@ -31,6 +31,17 @@ def fake_wgmma(job, arrs):
                              job["img_off"] % 1024) for i in range(n)]
     return {"d_regs": np.stack(d), "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0,
             "fills": [0, 0xFF, 0], "keep": [True] * n}
+
+
+def fake_wgmma_sp(job, arrs):
+    inst = parse(job["meta"]["ptx"][1])
+    source = {"a_regs": arrs["a_regs"]} if inst.a_source == "reg" else {"a_desc": arrs["a_desc"]}
+    n = len(arrs["mode"])
+    d = wgmma.mma_async_sp_stack(inst, arrs["c_regs"], e_regs=arrs["e_regs"], b_desc=arrs["b_desc"],
+                                 smem=arrs["smem"], scale_d=arrs["scale_d"].astype(bool),
+                                 image_address=job["img_off"] % 1024, **source)
+    return {"d_regs": d, "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0, "fills": [0, 0xFF, 0],
+            "keep": [True] * n}
 
 
 def fake_wmma(job, arrs, dup=False):
@@ -107,6 +118,8 @@ def run(build: Path) -> None:
         arrs = common.job_arrays(bundle, i, job)
         if job["kind"] == "wgmma":
             common.write_recording(out, job, arrs, fake_wgmma(job, arrs), FAKE_DEVICE)
+        elif job["kind"] == "wgmma_sp":
+            common.write_recording(out, job, arrs, fake_wgmma_sp(job, arrs), FAKE_DEVICE)
         elif job["kind"] == "wmma":
             common.write_recording(out, job, arrs, fake_wmma(job, arrs), FAKE_DEVICE)
         elif job["kind"] == "mma":

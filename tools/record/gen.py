@@ -62,6 +62,7 @@ def wgmma_kernel(kname: str, var: dict) -> str:
     isf = q["dtype"] == "f32"
     ctype, cons = ("float", "f") if isf else ("u32", "r")
     areg = q["a_source"] == "reg"
+    sparse = bool(var.get("sparse"))
     d = _regs("d", nd)
     outs = ", ".join(f'"+{cons}"({x})' for x in d)
     mmas = []
@@ -77,6 +78,10 @@ def wgmma_kernel(kname: str, var: dict) -> str:
             nxt = nd + 1
         ins.append(f'"l"(bd[{j}])')
         b_op = f"%{nxt}"
+        if sparse:  # wgmma.mma_async.sp: the metadata register and the sparsity selector after B
+            ins.append('"r"(e0)')
+            nxt += 1
+            b_op += f", %{nxt}, {var['selector']}"
         if j == 0:
             ins.append('"r"(sc)')
             text = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nxt + 1}, 0;\\n'
@@ -92,11 +97,13 @@ def wgmma_kernel(kname: str, var: dict) -> str:
     store = "\n".join(f"  dr[{i}] = {'__float_as_uint(' if isf else '('}{x});" for i, x in enumerate(d))
     aload = "\n".join(f"  u32 a{i} = ar[{i}];" for i in range(4)) if areg else ""
     mma_text = "\n".join(mmas)
+    eparam = ", const u32* __restrict__ eregs" if sparse else ""
+    eload = "  const u32 e0 = eregs[(size_t)cs * 128 + t];" if sparse else ""
     return f"""
 extern "C" __global__ void __launch_bounds__(128, 1)
 {kname}(const u8* __restrict__ img, int S, const u64* __restrict__ adesc, const u64* __restrict__ bdesc,
         const u32* __restrict__ aregs, const u32* __restrict__ cregs, u32* __restrict__ dregs,
-        const u8* __restrict__ scale, int img_off, int dyn_bytes, int fill, u32* __restrict__ base_out)
+        const u8* __restrict__ scale, int img_off, int dyn_bytes, int fill, u32* __restrict__ base_out{eparam})
 {{
   extern __shared__ __align__(1024) u8 sm[];
   const int cs = blockIdx.x, t = threadIdx.x;
@@ -121,6 +128,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
 {load}
 {aload}
   const u32 sc = scale[cs];
+{eload}
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 {mma_text}
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -440,7 +448,7 @@ def generate(jobs) -> str:
         if j["kernel"] in done:
             continue
         done.add(j["kernel"])
-        gen = {"wgmma": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel,
+        gen = {"wgmma": wgmma_kernel, "wgmma_sp": wgmma_kernel, "wmma": wmma_kernel, "dup": dup_kernel, "mma": mma_kernel,
                "mma_sp": mma_sp_kernel,
                "ldmatrix": matrix_move_kernel, "stmatrix": matrix_move_kernel,
                "movmatrix": movmatrix_kernel}[j["kind"]]
@@ -476,6 +484,12 @@ ONE_LINE_TEMPLATES = {
 def attach_ptx(jobs, ptx_lines: dict) -> None:
     for j in jobs:
         lines = ptx_lines[j["kernel"]]
+        if j["kind"] == "wgmma_sp":  # one instruction: d, a, b, e, selector, p, immediates
+            assert len(lines) == 2 and lines[0].startswith("setp"), lines
+            tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, %r\d+,", "{D}, A, B, E,", lines[1])
+            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+            j["meta"]["ptx"] = lines
+            continue
         if j["kind"] == "wgmma":
             chain = common.chain_of(j["meta"])
             assert len(lines) == 1 + chain and lines[0].startswith("setp"), lines

@@ -1131,6 +1131,9 @@ def build_jobs(seed=20261122, only=None):
     from sparse_probes import q15_jobs
 
     jobs += q15_jobs(rng)
+    from wgmma_sp_probes import q16_jobs
+
+    jobs += q16_jobs(rng)
     if only:
         jobs = [j for j in jobs if j["out"].startswith(tuple(only))]
     seen = {}

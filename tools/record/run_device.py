@@ -60,13 +60,14 @@ def run_wgmma(fn, job, arrs):
     g = {k: cp.asarray(np.ascontiguousarray(v)) for k, v in
          (("img", smem), ("ad", arrs["a_desc"]), ("bd", arrs["b_desc"]), ("ar", a_regs),
           ("cr", arrs["c_regs"]), ("sc", arrs["scale_d"]))}
+    extra = (cp.asarray(np.ascontiguousarray(arrs["e_regs"])),) if job["kind"] == "wgmma_sp" else ()
     outs, bases = [], None
     fills = [0x00, 0xFF, 0x00]
     for fill in fills:
         d = cp.full((n, 128, nd), 0xDEADBEEF, dtype=cp.uint32)
         base = cp.zeros(n, dtype=cp.uint32)
         fn((n,), (128,), (g["img"], np.int32(S), g["ad"], g["bd"], g["ar"], g["cr"], d, g["sc"],
-                          np.int32(off), np.int32(dyn), np.int32(fill), base), shared_mem=dyn)
+                          np.int32(off), np.int32(dyn), np.int32(fill), base, *extra), shared_mem=dyn)
         cp.cuda.runtime.deviceSynchronize()
         outs.append(cp.asnumpy(d))
         bases = cp.asnumpy(base)
@@ -185,7 +186,7 @@ def main():
         fn = mod.get_function(job["kernel"])
         t = time.time()
         try:
-            if job["kind"] == "wgmma":
+            if job["kind"] in ("wgmma", "wgmma_sp"):
                 res = run_wgmma(fn, job, arrs)
             elif job["kind"] == "wmma":
                 res = run_wmma(fn, job, arrs)
