@@ -243,7 +243,8 @@ def _cmd_info(args) -> int:
     print(f"threads: numba {numba.get_num_threads()} of {numba.config.NUMBA_NUM_THREADS} "
           f"(set NUMBA_NUM_THREADS to change); machine: {platform.machine()}, {platform.processor() or '?'}")
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
-    print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.fence/commit_group/"
+    print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.mma_async.sp (f16, bf16, "
+          "tf32, e4m3/e5m2, s8/u8), wgmma.fence/commit_group/"
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16 with m8n8k4, bf16, "
           "tf32, e4m3/e5m2, f64, s8/u8, s4/u4, b1), mma.sp / mma.sp::ordered_metadata (f16, bf16, tf32, e4m3/e5m2, "
           "s8/u8, s4/u4), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
@@ -266,6 +267,8 @@ def _cmd_info(args) -> int:
 
 def _family_key(stem: str) -> str:
     parts = stem.split(".")
+    if parts[0] == "wgmma_sp":  # wgmma.mma_async.sp files: shape, types
+        return f"wgmma.sp {'.'.join(parts[2:5])}" + (".satfinite" if "satfinite" in parts else "")
     if parts[0] == "wgmma":
         rest = parts[2:] if parts[1] == "chain4" else parts[1:]
         types = ".".join(rest[1:4])
@@ -288,7 +291,8 @@ def _numerics(inst) -> str:
     """The rule in words, with how many times one instruction applies it along its k."""
     text = inst.rule.describe()
     group = getattr(inst.rule, "group", None)
-    terms = inst.shape.k // 2 if getattr(inst, "family", None) == "mma_sp" else inst.shape.k  # mma.sp: kept products
+    sparse = getattr(inst, "family", None) in ("mma_sp", "wgmma_sp")
+    terms = inst.shape.k // 2 if sparse else inst.shape.k  # mma.sp, wgmma.mma_async.sp: kept products
     if group and terms > group:
         text += (f"; applied {terms // group} times in increasing k (K={inst.shape.k}), each result "
                  f"the next one's C")
@@ -299,19 +303,27 @@ def _numerics(inst) -> str:
 
 def _cmd_explain(args) -> int:
     from .gemm import resolve_instruction
-    from .isa import Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+    from .isa import (Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma,
+                      WmmaStore, parse, tables)
 
     text = args.instruction
     full = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
     inst = parse(text) if text.strip().startswith(full) else resolve_instruction(text)
     print(f"instruction: {inst}")
     print(f"kind: {type(inst).__name__} ({inst.opcode})")
-    if isinstance(inst, WgmmaMmaAsync):
+    if isinstance(inst, (WgmmaMmaAsync, WgmmaMmaAsyncSp)):
         s = inst.shape
+        sparse = isinstance(inst, WgmmaMmaAsyncSp)
         print(f"shape: M={s.m} N={s.n} K={s.k}; D/C .{inst.dtype}, A .{inst.atype}, B .{inst.btype}"
               + (", .satfinite" if inst.satfinite else "") + (f", .{inst.op}.popc" if inst.op else ""))
-        print(f"operands: A {s.m}x{s.k} from {inst.a_source or 'a descriptor or registers'}; B {s.k}x{s.n} from "
+        a_text = f"A {s.m}x{s.k // 2} (compressed: a row keeps {s.k // 2} of its {s.k})" if sparse else f"A {s.m}x{s.k}"
+        print(f"operands: {a_text} from {inst.a_source or 'a descriptor or registers'}; B {s.k}x{s.n} from "
               f"a descriptor; D {s.m}x{s.n}")
+        if sparse:
+            allowed = tables.WGMMA_SP_SELECTORS[tables.wgmma_sp_type_row(inst.atype, inst.btype).name]
+            chosen = f"selector {inst.selector}" if inst.selector is not None else "selector not given"
+            print(f"metadata sp-meta: 1 register a thread, each warp's 16 rows as mma.sp .{inst.metadata_shape}; "
+                  f"sparsity selector sp-sel: one of {', '.join(map(str, allowed))} ({chosen})")
         print(f"fragments per thread (128 threads): D {inst.d_regs} registers"
               + (" (.f16x2)" if inst.dtype == "f16" else "") + f"; A in registers: {inst.a_regs} registers")
         print(f"immediates: imm-scale-a {inst.imm_scale_a}, imm-scale-b {inst.imm_scale_b}, "

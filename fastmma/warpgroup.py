@@ -89,7 +89,7 @@ from .errors import (
     UnsupportedInstructionError,
 )
 from .formats import as_numpy, byte_image, get_format, is_int
-from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaWaitGroup, parse
+from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaMmaAsyncSp, WgmmaWaitGroup, parse
 from .layout.descriptor import MatrixDescriptor, major_from_trans, operand_footprint
 from .mma import as_instruction, scale_d_flag
 from .registers import REGISTER_DTYPES, THREADS, RegisterFile
@@ -154,7 +154,7 @@ class InFlight:
 
 
 def _qualified_name(inst: WgmmaMmaAsync) -> str:
-    return f"wgmma.mma_async.{inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}"
+    return f"{inst.opcode or 'wgmma.mma_async'}.{inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}"
 
 
 def _inst_name(inst: WgmmaMmaAsync) -> str:
@@ -192,6 +192,7 @@ class _Issue:
     b_desc: int
     scale_d: bool
     footprint: _Footprint
+    e_regs: np.ndarray | None = None  # wgmma.mma_async.sp: each thread's sp-meta, read at issue
 
     @property
     def smem_bytes(self) -> np.ndarray:
@@ -329,19 +330,26 @@ class Warpgroup:
         self._fenced = True
         self._accessed.clear()
 
-    def mma_async(self, instruction, d=None, a=None, b_desc=None, scale_d=None) -> InFlight:
-        """Issue ``wgmma.mma_async``; its D registers change at the ``wait_group`` covering it.
+    def mma_async(self, instruction, d=None, a=None, b_desc=None, scale_d=None, e=None) -> InFlight:
+        """Issue ``wgmma.mma_async`` or ``wgmma.mma_async.sp``; its D registers change at the
+        ``wait_group`` covering it.
 
-        ``instruction``: PTX text or a parsed :class:`~fastmma.isa.WgmmaMmaAsync`.  Operands
-        not given are taken from the instruction's text: ``d``, the accumulator register
-        names; ``a``, a descriptor (a 64-bit register name, or an int /
-        :class:`~fastmma.layout.descriptor.MatrixDescriptor` value) or the 4 A-fragment
-        register names; ``b_desc``, likewise a descriptor; ``scale_d``, a bool (or 0 / 1) or a predicate
-        register name (``"p"`` or ``"!p"``), default the text's operand or true.  Returns
-        the in-flight record.
+        ``instruction``: PTX text or a parsed :class:`~fastmma.isa.WgmmaMmaAsync` /
+        :class:`~fastmma.isa.WgmmaMmaAsyncSp`.  Operands not given are taken from the
+        instruction's text: ``d``, the accumulator register names; ``a``, a descriptor (a
+        64-bit register name, or an int / :class:`~fastmma.layout.descriptor.MatrixDescriptor`
+        value) or the 4 A-fragment register names; ``b_desc``, likewise a descriptor;
+        ``scale_d``, a bool (or 0 / 1) or a predicate register name (``"p"`` or ``"!p"``),
+        default the text's operand or true; ``e`` (``.sp`` only), the ``sp-meta`` register's
+        name or its 128 values.  The sparsity selector is the text's ``sp-sel``.  The ISA
+        orders only the accumulator and A-fragment registers with ``wgmma.fence`` and
+        ``wait_group`` (9.7.15.7.1), so ``sp-meta`` is read at issue, as the descriptors are.
+        Returns the in-flight record.
         """
-        inst = as_instruction(instruction, (WgmmaMmaAsync,))
-        issue = self._resolve(inst, d, a, b_desc, scale_d)
+        inst = as_instruction(instruction, (WgmmaMmaAsync, WgmmaMmaAsyncSp))
+        if e is not None and not isinstance(inst, WgmmaMmaAsyncSp):
+            raise OperandError("e (sp-meta) is an operand of wgmma.mma_async.sp only")
+        issue = self._resolve(inst, d, a, b_desc, scale_d, e)
         if self.strict:
             self._check_issue(issue)
         result = self._compute(issue)
@@ -386,7 +394,7 @@ class Warpgroup:
             return self.commit_group()
         if isinstance(inst, WgmmaWaitGroup):
             return self.wait_group(inst.n)
-        if isinstance(inst, WgmmaMmaAsync):
+        if isinstance(inst, (WgmmaMmaAsync, WgmmaMmaAsyncSp)):
             return self.mma_async(inst)
         raise UnsupportedInstructionError(f"a Warpgroup executes wgmma instructions only, not {inst!s}")
 
@@ -464,16 +472,30 @@ class Warpgroup:
 
     # ------------------------------------------------------------------ operand resolution
 
-    def _resolve(self, inst, d, a, b_desc, scale_d) -> _Issue:
+    def _resolve(self, inst, d, a, b_desc, scale_d, e=None) -> _Issue:
         ops = inst.operands or ()
+        sparse = isinstance(inst, WgmmaMmaAsyncSp)
         d = self._d_registers(inst, d if d is not None else _operand(ops, 0, "d"))
         a = a if a is not None else _operand(ops, 1, "a")
         b = b_desc if b_desc is not None else _operand(ops, 2, "b-desc")
         a_regs, a_desc = self._a_operand(inst, a)
         b_value = self._descriptor(b, "b_desc")
-        flag = self._scale_d(scale_d if scale_d is not None else (ops[3] if len(ops) > 3 else True))
+        e_values = self._metadata(e if e is not None else _operand(ops, 3, "e")) if sparse else None
+        at = 5 if sparse else 3  # scale-d follows sp-meta and sp-sel
+        flag = self._scale_d(scale_d if scale_d is not None else (ops[at] if len(ops) > at else True))
         footprint = _Footprint(functools.partial(self._operand_bytes, inst, a_desc, b_value))
-        return _Issue(inst, d, a_regs, a_desc, b_value, flag, footprint)
+        return _Issue(inst, d, a_regs, a_desc, b_value, flag, footprint, e_values)
+
+    def _metadata(self, e) -> np.ndarray:
+        """``sp-meta``: a 32-bit register (its name or operand) read now, or 128 values."""
+        if hasattr(e, "kind"):
+            if e.kind != "reg" or e.negated:
+                raise OperandError(f"operand sp-meta must be a 32-bit register, got {e.text!r}")
+            e = e.name
+        if isinstance(e, str):
+            self._require([e], 32, "sp-meta")
+            return self._values(e).copy()
+        return wgmma.registers(np.reshape(e, (-1, 1)) if np.ndim(e) == 1 else e, 1, "e (sp-meta)")[:, 0].copy()
 
     def _d_registers(self, inst, d) -> tuple[str, ...]:
         if hasattr(d, "kind"):
@@ -556,12 +578,14 @@ class Warpgroup:
         :func:`~fastmma.layout.descriptor.operand_footprint`), merged.  Where A's and B's bytes
         do not interleave (as they lie in usual tiles) the merge is a concatenation: sorting
         them on every issue had taken half of an ``m64n256k16`` issue."""
-        operands = [(b_desc, inst.shape.n, inst.btype, inst.imm_trans_b, "b_desc")]
-        if a_desc is not None:
-            operands.append((a_desc, inst.shape.m, inst.atype, inst.imm_trans_a, "a_desc"))
-        parts = [operand_footprint(desc, mn, inst.shape.k, get_format(fmt).bits, major_from_trans(trans),
+        k = inst.shape.k
+        operands = [(b_desc, inst.shape.n, k, inst.btype, inst.imm_trans_b, "b_desc")]
+        if a_desc is not None:  # a sparse A holds K/2 of each row
+            ka = k // 2 if isinstance(inst, WgmmaMmaAsyncSp) else k
+            operands.append((a_desc, inst.shape.m, ka, inst.atype, inst.imm_trans_a, "a_desc"))
+        parts = [operand_footprint(desc, mn, kk, get_format(fmt).bits, major_from_trans(trans),
                                    image_address=self.smem_address, image_size=self._smem.size, name=name)
-                 for desc, mn, fmt, trans, name in operands]
+                 for desc, mn, kk, fmt, trans, name in operands]
         parts.sort(key=lambda p: p[0])
         if len(parts) == 1 or parts[0][-1] < parts[1][0]:
             return np.concatenate(parts)
@@ -643,6 +667,10 @@ class Warpgroup:
     def _compute(self, issue: _Issue) -> np.ndarray:
         source = {"a_desc": issue.a_desc} if issue.a_desc is not None else \
             {"a_regs": self._file.get(self._file.locate(issue.a_regs))}
+        if issue.e_regs is not None:
+            return wgmma.mma_async_sp(issue.inst, self._accumulator_input(issue.d), e_regs=issue.e_regs,
+                                      b_desc=issue.b_desc, smem=self._smem, scale_d=issue.scale_d,
+                                      image_address=self.smem_address, **source)
         return wgmma.mma_async(issue.inst, self._accumulator_input(issue.d), b_desc=issue.b_desc,
                                smem=self._smem, scale_d=issue.scale_d, image_address=self.smem_address,
                                **source)

@@ -1,6 +1,6 @@
 """``wgmma.mma_async.sp`` (PTX ISA 9.7.15.6) against the q16 recordings of an H200
-(tests/golden/probes/q16_wgmma_sp) and the ISA's text: the register level and the
-logical-matrix level."""
+(tests/golden/probes/q16_wgmma_sp) and the ISA's text: the register level, the logical-matrix
+level, the Warpgroup's asynchronous machine and the PTX interpreter."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import fastmma
-from fastmma import wgmma
-from fastmma.errors import InvalidInstructionError, OperandError
+from fastmma import Warpgroup, ptx, wgmma
+from fastmma.errors import HazardError, InvalidInstructionError, OperandError
 from fastmma.isa import FusedDotRule, IntDotRule, WgmmaMmaAsync, WgmmaMmaAsyncSp, parse
 from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.sparse_metadata import encode_warpgroup_metadata, kept_columns, warpgroup_kept_columns
@@ -303,3 +303,105 @@ def test_register_call_checks_its_operands():
         wgmma.mma_async_sp(bare, z["c_regs"][0], e_regs=z["e_regs"][0], **kw)
     with pytest.raises(InvalidInstructionError, match="fastmma.wgmma.mma_async_sp"):
         wgmma.mma_async(inst, z["c_regs"][0], **kw)
+
+
+# ------------------------------------------------------------------------- the Warpgroup and PTX
+
+
+def _first_accumulating(z):
+    return int(np.flatnonzero(z["scale_d"])[0])
+
+
+def _a_desc_file():
+    return next(p for p in NUMBER_FILES if ".adesc." in p.name and "m64n8k" in p.name)
+
+
+def test_warpgroup_runs_a_recorded_case_and_reads_sp_meta_at_issue():
+    z, meta = _load(_a_desc_file())
+    i = _first_accumulating(z)
+    inst = parse(meta["ptx"][1])
+    ops = inst.operands
+    wg = Warpgroup(z["smem"][i])
+    d_names = list(ops[0].regs)
+    wg.write(d_names, z["c_regs"][i])
+    wg.write(ops[1].name, np.full(128, z["a_desc"][i], np.uint64))
+    wg.write(ops[2].name, np.full(128, z["b_desc"][i], np.uint64))
+    wg.write(ops[3].name, z["e_regs"][i][:, 0])
+    wg.write("p", np.ones(128, bool))
+    wg.fence()
+    wg.execute(inst)
+    wg.write(ops[3].name, np.zeros(128, np.uint32))  # sp-meta is not an in-flight operand (9.7.15.7.1)
+    wg.commit_group()
+    with pytest.raises(HazardError):
+        wg.read(d_names)
+    wg.wait_group(0)
+    np.testing.assert_array_equal(wg.read(d_names), z["d_regs"][i])
+
+
+def test_warpgroup_sparse_chain_and_its_hazards():
+    """Two same-shape .sp in one group chain their accumulators; the A fragment of an
+    in-flight .sp may not be written, and registers written since the last fence may not be
+    read by an issue."""
+    rng = np.random.default_rng(11)
+    A = [rng.integers(-4, 5, (64, 16)).astype(np.float16) for _ in range(2)]
+    B = rng.integers(-4, 5, (32, 8)).astype(np.float16)
+    cols = [_random_columns(rng, 64, 32) for _ in range(2)]
+    smem = np.zeros(4096, np.uint8)
+    byte, _ = element_addresses(MatrixDescriptor(0, 128, 256), 8, 32, 16, "K")
+    bits = np.ascontiguousarray(B.T).view(np.uint16)
+    smem[byte], smem[byte + 1] = bits & 0xFF, bits >> 8
+    wg = Warpgroup(smem)
+    d = ["d0", "d1", "d2", "d3"]
+    wg.write(d, np.zeros((128, 4), np.uint32))
+    wg.write("bd", np.full(128, MatrixDescriptor(0, 128, 256).encode(), np.uint64))
+    texts = []
+    for step, a in enumerate(("a", "b")):
+        wg.write([f"{a}{r}" for r in range(4)], pack_a(A[step], "f16"))
+        wg.write(f"e{step}", encode_warpgroup_metadata(cols[step], "f16", "m16n8k32", 0))
+        texts.append(f"wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {{d0, d1, d2, d3}}, "
+                     f"{{{a}0, {a}1, {a}2, {a}3}}, bd, e{step}, 0, 1, 1, 1, 0;")
+    with pytest.raises(HazardError, match="no prior wgmma.fence"):
+        wg.execute(texts[0])
+    wg.fence()
+    wg.execute(texts[0])
+    with pytest.raises(HazardError, match="A fragment"):
+        wg.write("a0", np.zeros(128, np.uint32))
+    wg.write("b0", wg.read("b0"))  # a thread touches b0 after the fence: the next issue needs another
+    with pytest.raises(HazardError, match="after the last wgmma.fence"):
+        wg.execute(texts[1])
+    wg.fence()
+    wg.execute(texts[1])
+    wg.commit_group()
+    wg.wait_group(0)
+    want = sum(_dense(a, c, 32) @ B.astype(np.float64) for a, c in zip(A, cols))
+    np.testing.assert_array_equal(wg.read(d).view(np.uint32), pack_d(want.astype(np.float32), "f32"))
+
+
+def test_ptx_interpreter_runs_wgmma_sp():
+    z, meta = _load(_a_desc_file())
+    i = _first_accumulating(z)
+    text = meta["ptx"][1]
+    inst = parse(text)
+    ops = inst.operands
+    nd = inst.d_regs
+    body = text.replace(ops[0].text, "{" + ", ".join(f"d{r}" for r in range(nd)) + "}", 1)
+    body = body.replace(f"{ops[1].text}, {ops[2].text}, {ops[3].text},", "da, db, e,", 1)
+    regs = {f"d{r}": z["c_regs"][i][:, r] for r in range(nd)}
+    regs.update(da=np.full(128, z["a_desc"][i], np.uint64), db=np.full(128, z["b_desc"][i], np.uint64),
+                e=z["e_regs"][i][:, 0])
+    program = (f".reg .b32 d<{nd}>;\n.reg .b64 da, db;\n.reg .b32 e;\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               f"wgmma.fence.sync.aligned;\n{body}\nwgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;")
+    m = ptx.run(program, regs, smem=z["smem"][i])
+    got = np.stack([np.asarray(m[f"d{r}"]).view(np.uint32) for r in range(nd)], axis=1)
+    np.testing.assert_array_equal(got, z["d_regs"][i])
+    with pytest.raises(InvalidInstructionError, match="operand sp-meta: e is .b64; it must be 32-bit"):
+        ptx.run(program.replace(".reg .b32 e;", ".reg .b64 e;"), {**regs, "e": regs["e"].astype(np.uint64)},
+                smem=z["smem"][i])
+
+
+def test_explain_names_the_metadata(capsys):
+    from fastmma.cli import main
+
+    assert main(["explain", "wgmma.mma_async.sp.sync.aligned.m64n8k64.f32.e4m3.e4m3"]) == 0
+    out = capsys.readouterr().out
+    assert "A 64x32 (compressed" in out and "mma.sp .m16n8k64" in out and "32 kept products" in out

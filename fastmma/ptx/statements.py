@@ -44,9 +44,10 @@ statement acts on shared state and runs when any thread's guard holds.
 * ``fence.proxy.async{.global, .shared::cta, .shared::cluster}`` and ``membar.proxy.async``
   (9.7.13.4): :meth:`fastmma.Warpgroup.fence_proxy_async` (``.global`` orders no shared memory,
   and does nothing here).
-* ``wgmma.fence``, ``wgmma.mma_async``, ``wgmma.commit_group``, ``wgmma.wait_group`` (9.7.15.5.2,
-  9.7.15.7): parsed by :func:`fastmma.isa.parse`, executed by the machine's
-  :class:`~fastmma.Warpgroup` (its strict mode reports the ISA's undefined behaviours).
+* ``wgmma.fence``, ``wgmma.mma_async``, ``wgmma.mma_async.sp``, ``wgmma.commit_group``,
+  ``wgmma.wait_group`` (9.7.15.5.2, 9.7.15.6.3, 9.7.15.7): parsed by :func:`fastmma.isa.parse`,
+  executed by the machine's :class:`~fastmma.Warpgroup` (its strict mode reports the ISA's
+  undefined behaviours); ``.sp``'s ``sp-meta`` is a 32-bit register.
 * ``wmma.load``, ``wmma.mma``, ``wmma.store`` (9.7.14.4.3-5): parsed by
   :func:`fastmma.isa.parse`, executed per warp by :mod:`fastmma.wmma`.
 * ``mma.sync`` (9.7.14.5.14): parsed the same way, executed for every active warp in one
@@ -72,7 +73,7 @@ import numpy as np
 from .. import ldmatrix, mma_sync, wmma
 from ..errors import (AlignmentError, HazardError, InvalidInstructionError, MemoryBoundsError, PTXSyntaxError,
                       UnsupportedInstructionError)
-from ..isa import Ldmatrix, MmaSp, MmaSync, WgmmaMmaAsync, WmmaLoad, WmmaMma, WmmaStore, parse
+from ..isa import Ldmatrix, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma, WmmaStore, parse
 from ..layout.wmma_memory import default_stride, leading_dimension, matrix_dims
 from ..formats import get_format
 from .checker import CONSTANTS, Checker, located
@@ -639,10 +640,11 @@ def check_wgmma(ck: Checker, instr: Instr):
         _vector(ck, instr, 0, inst0.d_regs, "d")
         _vector(ck, instr, 1, inst0.a_regs, "a", optional=True)
     inst = isa_parse(ck, instr.text, instr)
-    if isinstance(inst, WgmmaMmaAsync):
+    if isinstance(inst, (WgmmaMmaAsync, WgmmaMmaAsyncSp)):
+        sparse = isinstance(inst, WgmmaMmaAsyncSp)
         if not instr.args:
-            raise ck.fail(f"{instr.opcode} takes operands d, a (or a-desc), b-desc, scale-d and its "
-                          "immediates", instr)
+            raise ck.fail(f"{instr.opcode} takes operands d, a (or a-desc), b-desc, "
+                          f"{'sp-meta, sp-sel, ' if sparse else ''}scale-d and its immediates", instr)
         args = instr.args
         _widths(ck, args[0], 32, "operand d")
         if inst.a_source == "reg":
@@ -650,7 +652,9 @@ def check_wgmma(ck: Checker, instr: Instr):
         else:
             _widths(ck, args[1], 64, "operand a-desc")
         _widths(ck, args[2], 64, "operand b-desc")
-        _widths(ck, args[3], 1, "operand scale-d", "pred")
+        if sparse:
+            _widths(ck, args[3], 32, "operand sp-meta")
+        _widths(ck, args[5 if sparse else 3], 1, "operand scale-d", "pred")
     return inst
 
 
