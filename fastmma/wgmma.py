@@ -168,14 +168,20 @@ def mma_async_sp_stack(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None
     e = register_file(e[..., None], THREADS, 1, "e_regs (one sp-meta register a thread)", stack=True)[..., 0]
     st = _stack(inst, d_regs, a_desc, a_regs, b_desc, smem, scale_d, image_address, extra={"e_regs": e.shape[:-1]})
     kept = warpgroup_kept_columns(st.flat(e, (THREADS,)), inst.atype, inst.metadata_shape, selector)
-    c = unpack_d(st.c_regs, inst.dtype, inst.shape.n)
     out = np.empty((st.count, THREADS, inst.d_regs), np.uint32)
-    for use_c in (True, False):  # the scale-d predicate of each warpgroup
-        which = np.flatnonzero(st.scale == use_c)
-        if which.size:
-            d = sparse_rows(inst, st.a[which], kept[which], st.b[which], c[which], use_c=use_c,
-                            neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
-            out[which] = pack_d(d, inst.dtype)
+    m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    # each row meets a B of its own (its kept rows): parts of about STACK_CHUNK_BYTES of them
+    step = max(1, STACK_CHUNK_BYTES // (m * k // 2 * n * get_format(inst.btype).storage.itemsize))
+    for s0 in range(0, st.count, step):
+        part = np.arange(s0, min(s0 + step, st.count))
+        c = unpack_d(st.c_regs[part], inst.dtype, n)
+        for use_c in (True, False):  # the scale-d predicate of each warpgroup
+            which = np.flatnonzero(st.scale[part] == use_c)
+            if which.size:
+                at = part[which]
+                d = sparse_rows(inst, st.a[at], kept[at], st.b[at], c[which], use_c=use_c,
+                                neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
+                out[at] = pack_d(d, inst.dtype)
     return out.reshape(st.batch + (THREADS, inst.d_regs))
 
 

@@ -249,7 +249,11 @@ def test_pruned_elements_take_no_part():
     np.testing.assert_array_equal(D, np.full((64, 8), 16, np.float32))
 
 
-def test_stacks_broadcast():
+@pytest.mark.parametrize("chunk", [None, 1])
+def test_stacks_broadcast(chunk, monkeypatch):
+    """A 2 x 2 stack, whole and (``STACK_CHUNK_BYTES`` = 1) one warpgroup a part."""
+    if chunk is not None:
+        monkeypatch.setattr(wgmma, "STACK_CHUNK_BYTES", chunk)
     z, meta = _load(NUMBER_FILES[0])
     inst = parse(meta["ptx"][1])
     d = wgmma.mma_async_sp_stack(inst, z["c_regs"][:4].reshape(2, 2, 128, -1), e_regs=z["e_regs"][:4, :, 0].reshape(
