@@ -25,6 +25,9 @@ wgmma.fence, wgmma.commit_group, wgmma.wait_group); older editions number them d
   ``mma_async`` is called, and the result is computed then.  The ISA forbids modifying those
   registers and that memory until completion, so on a correct program issue-time capture is
   indistinguishable from any later read; strict mode reports every modification in between.
+  ``wgmma.mma_async.sp`` (9.7.15.6) issues the same way; its ``sp-meta`` register is read at
+  issue too, and, since the ISA's fence and wait rules name only the accumulator and A-fragment
+  registers, writing it afterwards is no hazard.
 * The accumulator input C of an ``mma_async`` is the value its D registers will hold once all
   earlier ``mma_async`` complete: for a chain of same-shape ``mma_async`` accumulating into
   the same registers (ordered by the hardware without a fence, 9.7.15.7.1), each one
