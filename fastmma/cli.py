@@ -304,7 +304,7 @@ def _numerics(inst) -> str:
 def _cmd_explain(args) -> int:
     from .gemm import resolve_instruction
     from .isa import (Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma,
-                      WmmaStore, parse, tables)
+                      WmmaStore, parse)
 
     text = args.instruction
     full = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
@@ -320,10 +320,9 @@ def _cmd_explain(args) -> int:
         print(f"operands: {a_text} from {inst.a_source or 'a descriptor or registers'}; B {s.k}x{s.n} from "
               f"a descriptor; D {s.m}x{s.n}")
         if sparse:
-            allowed = tables.WGMMA_SP_SELECTORS[tables.wgmma_sp_type_row(inst.atype, inst.btype).name]
             chosen = f"selector {inst.selector}" if inst.selector is not None else "selector not given"
             print(f"metadata sp-meta: 1 register a thread, each warp's 16 rows as mma.sp .{inst.metadata_shape}; "
-                  f"sparsity selector sp-sel: one of {', '.join(map(str, allowed))} ({chosen})")
+                  f"sparsity selector sp-sel: one of {', '.join(map(str, inst.selectors))} ({chosen})")
         print(f"fragments per thread (128 threads): D {inst.d_regs} registers"
               + (" (.f16x2)" if inst.dtype == "f16" else "") + f"; A in registers: {inst.a_regs} registers")
         print(f"immediates: imm-scale-a {inst.imm_scale_a}, imm-scale-b {inst.imm_scale_b}, "

@@ -351,9 +351,9 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
-        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "wgmma_sp": replay_wgmma_sp, "mma": replay_mma, "mma_sp": replay_mma_sp,
-                  "ldmatrix": replay_ldmatrix,
-                  "stmatrix": replay_stmatrix, "movmatrix": replay_movmatrix}
+        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "wgmma_sp": replay_wgmma_sp, "mma": replay_mma,
+                  "mma_sp": replay_mma_sp, "ldmatrix": replay_ldmatrix, "stmatrix": replay_stmatrix,
+                  "movmatrix": replay_movmatrix}
         replay[family](arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {exc}"

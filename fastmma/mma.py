@@ -18,7 +18,7 @@ from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma, parse
 from .kernels import execute, execute_rows, execute_stack
-from .layout.sparse_metadata import WGMMA_SP, check_columns
+from .layout.sparse_metadata import check_columns, check_warpgroup_columns
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
@@ -97,7 +97,7 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     if ((cols < 0) | (cols >= k)).any():
         raise OperandError(f"columns must lie in 0..{k - 1}")
     if warpgroup:  # each warp's 16 rows as one mma.sp's
-        check_columns(cols.reshape(cols.shape[:-2] + (4, 16, k // 2)), inst.atype, inst.metadata_shape, WGMMA_SP)
+        check_warpgroup_columns(cols, inst.atype, inst.metadata_shape)
         kw = dict(use_c=C is not None, neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
     else:
         check_columns(cols, inst.atype, str(inst.shape), inst.spvariant)

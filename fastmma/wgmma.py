@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import AlignmentError, InvalidInstructionError, OperandError
 from .formats import as_numpy, get_format
-from .isa import WgmmaMmaAsync, WgmmaMmaAsyncSp, tables
+from .isa import WgmmaMmaAsync, WgmmaMmaAsyncSp
 from .kernels import execute, execute_stack
 from .layout import register_file
 from .layout.descriptor import descriptor_values, gather_operand, gather_operand_stack, major_from_trans
@@ -160,8 +160,7 @@ def mma_async_sp_stack(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None
     in :func:`mma_async_stack`.  Each row of D is the GEMV of its kept products
     (:func:`fastmma.mma.sparse_rows`), every row of the stack in one call of the kernels."""
     inst = as_instruction(instruction, (WgmmaMmaAsyncSp,))
-    row = tables.wgmma_sp_type_row(inst.atype, inst.btype)
-    selector = sparse_selector(inst, selector, tables.WGMMA_SP_SELECTORS[row.name], f"{row.name} wgmma.mma_async.sp")
+    selector = sparse_selector(inst, selector, inst.selectors, f"{inst.type_row.name} wgmma.mma_async.sp")
     e = as_numpy(e_regs, "e_regs")
     if e.ndim >= 2 and e.shape[-2:] == (THREADS, 1):
         e = e[..., 0]

@@ -3,7 +3,6 @@ H200 (tests/golden/probes/q15_mma_sp) and the ISA's text."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from fastmma import mma_sync, ptx
 from fastmma.errors import InvalidInstructionError, OperandError, UnsupportedInstructionError
+from fastmma.conform import load_recording
 from fastmma.isa import IntDotRule, MmaSp, SparseConvertedF16Rule, parse
 from fastmma.isa.numerics import float_rule
 from fastmma.layout.mma_fragments import fragment_layout, sparse_fragment_layout
@@ -22,20 +22,13 @@ NUMBER_FILES = sorted(Q15.glob("*.npz"))
 LAYOUT_FILES = sorted((Q15 / "layout").glob("*.npz"))
 
 
-def _load(path):
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files if k != "meta"}
-        meta = json.loads(bytes(z["meta"]).decode())
-    return arrays, meta
-
-
 def test_the_recordings_are_there():
     assert len(NUMBER_FILES) == 47 and len(LAYOUT_FILES) == 22
 
 
 @pytest.mark.parametrize("path", NUMBER_FILES + LAYOUT_FILES, ids=lambda p: p.stem)
 def test_recorded_cases_are_bit_exact_as_one_stack(path):
-    z, meta = _load(path)
+    z, meta = load_recording(path)
     d = mma_sync.mma_sp_stack(meta["ptx"][0], z["a_regs"], z["b_regs"], z["c_regs"], z["e_regs"])
     bad = np.flatnonzero((d != z["d_regs"]).reshape(len(d), -1).any(axis=1))
     assert bad.size == 0, f"cases {bad.tolist()} (modes {z['mode'][bad].tolist()}) differ"
@@ -43,7 +36,7 @@ def test_recorded_cases_are_bit_exact_as_one_stack(path):
 
 @pytest.mark.parametrize("path", NUMBER_FILES[::6], ids=lambda p: p.stem)
 def test_recorded_cases_warp_by_warp(path):
-    z, meta = _load(path)
+    z, meta = load_recording(path)
     inst = parse(meta["ptx"][0])
     for i in range(0, len(z["mode"]), 3):
         d = mma_sync.mma_sp(inst, z["a_regs"][i], z["b_regs"][i], z["c_regs"][i], z["e_regs"][i])
@@ -91,7 +84,7 @@ def _dense_index_from_d(z, meta, draw):
 
 @pytest.mark.parametrize("path", LAYOUT_FILES, ids=lambda p: p.stem)
 def test_layout_cases_put_each_kept_element_where_the_metadata_says(path):
-    z, meta = _load(path)
+    z, meta = load_recording(path)
     q = meta["qualifiers"]
     k = q["k"]
     for draw in range(2):
@@ -226,7 +219,7 @@ def test_undefined_metadata_in_a_read_lane_is_refused():
 
 
 def test_lanes_the_selector_does_not_name_are_not_read():
-    z, meta = _load(Q15 / "mma.sp_ordered.m16n8k32.row.col.f32.bf16.bf16.f32.sel0.npz")
+    z, meta = load_recording(Q15 / "mma.sp_ordered.m16n8k32.row.col.f32.bf16.bf16.f32.sel0.npz")
     e = z["e_regs"][0].copy()
     e[np.arange(32) % 4 >= 2] = 0xFFFFFFFF  # selector 0: threads 0 and 1 of each four
     d = mma_sync.mma_sp(meta["ptx"][0], z["a_regs"][0], z["b_regs"][0], z["c_regs"][0], e)
@@ -252,7 +245,7 @@ def test_selector_comes_from_the_operands_or_the_argument():
 
 
 def test_stacks_broadcast_like_numpy():
-    z, meta = _load(Q15 / "mma.sp_ordered.m16n8k64.row.col.s32.s8.u8.s32.sel0.npz")
+    z, meta = load_recording(Q15 / "mma.sp_ordered.m16n8k64.row.col.s32.s8.u8.s32.sel0.npz")
     inst = meta["ptx"][0]
     d = mma_sync.mma_sp_stack(inst, z["a_regs"][:3], z["b_regs"][0], z["c_regs"][:3], z["e_regs"][:3])
     for i in range(3):
@@ -322,7 +315,7 @@ def test_sm_100_kind_forms_are_unsupported():
 
 def test_ptx_interpreter_runs_mma_sp_per_warp():
     """Two warps with recorded registers, the second guarded off in a second run."""
-    z, meta = _load(Q15 / "layout" / "mma.sp_ordered.m16n8k32.row.col.f32.f16.f16.f32.sel1.npz")
+    z, meta = load_recording(Q15 / "layout" / "mma.sp_ordered.m16n8k32.row.col.f32.f16.f16.f32.sel1.npz")
     text = meta["ptx"][0].split(" {")[0]
     regs = {f"{x}{r}": z[f"{x}_regs"][:2, :, r].reshape(64) for x in "abc" for r in range(4)}
     regs["e"] = z["e_regs"][:2, :, 0].reshape(64)
@@ -350,7 +343,7 @@ def test_fastmma_mma_sp_on_logical_matrices_matches_the_recordings(path):
     import fastmma
     from fastmma.formats import from_bits
 
-    z, meta = _load(path)
+    z, meta = load_recording(path)
     inst = parse(meta["ptx"][0])
     s = str(inst.shape)
     mats = {x: unpack_fragment(z[f"{x}_regs"], sparse_fragment_layout(x, s, t))

@@ -18,6 +18,7 @@ import pytest
 
 import fastmma
 from fastmma import conform, wgmma, wmma
+from fastmma.conform import load_recording
 from fastmma.formats import get_format
 from fastmma.isa import parse
 from fastmma.layout.wgmma_fragments import unpack_d
@@ -42,17 +43,11 @@ def test_probe_recording(path):
     assert res.ok, "\n".join(map(str, res.mismatches))
 
 
-def _meta(path):
-    with np.load(path) as d:
-        arrays = {k: d[k] for k in d.files}
-    return arrays, json.loads(bytes(arrays.pop("meta")).decode())
-
-
 @pytest.mark.parametrize("path", sorted(PROBES.glob("q5_smem_base_*/*.npz")), ids=_rel)
 def test_unaligned_image_replay(path):
     """Q5: the swizzle XOR acts on the absolute shared address: every case of an image placed at
     smem_base + 128 or + 512 replays with image_address = smem_base_observed % 1024."""
-    arrays, meta = _meta(path)
+    arrays, meta = load_recording(path)
     (base,) = meta["smem_base_observed"]
     inst = parse(meta["ptx"][1])
     for i in range(len(arrays["mode"])):
@@ -79,7 +74,7 @@ def test_q8_matmul_equals_the_recorded_k_loop(path):
     """q8: a kernel's k-loop (16 wgmma.mma_async in one commit group, stepping 32 bytes along K
     inside 128B-swizzled K-blocks) gave D = A (64 x K) times B (K x 64) plus C on the H100, and
     fastmma.matmul with the same instruction gives it bit for bit."""
-    arrays, meta = _meta(path)
+    arrays, meta = load_recording(path)
     q = meta["qualifiers"]
     a_fmt, b_fmt = get_format(q["atype"]), get_format(q["btype"])
     instruction = f"m64n{q['n']}k{q['k']}.{q['dtype']}.{q['atype']}.{q['btype']}"
@@ -112,7 +107,7 @@ def test_q9_matmul_equals_the_recorded_wmma_k_loop(path):
     H100, and fastmma.matmul with the same wmma.mma gives it bit for bit: f16 (f32 and f16
     accumulators), bf16, tf32 (groups of 4), f64 in each rounding, s8 (wrapped and
     .satfinite), u8."""
-    arrays, meta = _meta(path)
+    arrays, meta = load_recording(path)
     q = meta["qualifiers"]
     m, n, k = q["m"], q["n"], q["k"] * q["chain"]
     assert q["chain"] == 16

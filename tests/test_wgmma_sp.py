@@ -4,7 +4,6 @@ level, the Warpgroup's asynchronous machine and the PTX interpreter."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import ml_dtypes
@@ -14,6 +13,7 @@ import pytest
 import fastmma
 from fastmma import Warpgroup, ptx, wgmma
 from fastmma.errors import HazardError, InvalidInstructionError, OperandError
+from fastmma.conform import load_recording
 from fastmma.isa import FusedDotRule, IntDotRule, WgmmaMmaAsync, WgmmaMmaAsyncSp, parse
 from fastmma.layout.descriptor import MatrixDescriptor, element_addresses
 from fastmma.layout.sparse_metadata import encode_warpgroup_metadata, kept_columns, warpgroup_kept_columns
@@ -23,13 +23,6 @@ Q16 = Path(__file__).parent / "golden" / "probes" / "q16_wgmma_sp"
 NUMBER_FILES = sorted(Q16.glob("*.npz"))
 METADATA_FILES = sorted((Q16 / "metadata").glob("*.npz"))
 B_ADDRESS_FILES = sorted((Q16 / "b_address").glob("*.npz"))
-
-
-def _load(path):
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files if k != "meta"}
-        meta = json.loads(bytes(z["meta"]).decode())
-    return arrays, meta
 
 
 def _source(inst, z, i=slice(None)):
@@ -43,7 +36,7 @@ def test_the_recordings_are_there():
 @pytest.mark.parametrize("path", NUMBER_FILES[::5] + METADATA_FILES[::7], ids=lambda p: p.stem)
 def test_recorded_cases_warpgroup_by_warpgroup(path):
     """The one-instruction call (the stack call replays every file: tests/test_probes.py)."""
-    z, meta = _load(path)
+    z, meta = load_recording(path)
     inst = parse(meta["ptx"][1])
     for i in range(0, len(z["mode"]), 4):
         src = {k: (int(v) if k == "a_desc" else v) for k, v in _source(inst, z, i).items()}
@@ -95,7 +88,7 @@ def test_metadata_cases_read_the_dense_a_off_the_hardware(path):
     """Each metadata case's B picks k = 8 s + j for column j and A holds base-7 digits of its
     compressed index: D spells out, for every row, which compressed element sat at which dense
     column, and that must be where the metadata (read by the recorded map) put it."""
-    z, meta = _load(path)
+    z, meta = load_recording(path)
     q = meta["qualifiers"]
     k, kc = q["k"], q["k"] // 2
     inst = parse(meta["ptx"][1])
@@ -121,7 +114,7 @@ def test_b_address_cases_find_the_second_32_bytes_of_k_at_lbo():
     footprint in some cases)."""
     checked = 0
     for path in B_ADDRESS_FILES:
-        z, meta = _load(path)
+        z, meta = load_recording(path)
         q = meta["qualifiers"]
         k, n, bt = q["k"], q["n"], q["btype"]
         width = {"f16": 2, "tf32": 4, "u8": 1}[bt]
@@ -254,7 +247,7 @@ def test_stacks_broadcast(chunk, monkeypatch):
     """A 2 x 2 stack, whole and (``STACK_CHUNK_BYTES`` = 1) one warpgroup a part."""
     if chunk is not None:
         monkeypatch.setattr(wgmma, "STACK_CHUNK_BYTES", chunk)
-    z, meta = _load(NUMBER_FILES[0])
+    z, meta = load_recording(NUMBER_FILES[0])
     inst = parse(meta["ptx"][1])
     d = wgmma.mma_async_sp_stack(inst, z["c_regs"][:4].reshape(2, 2, 128, -1), e_regs=z["e_regs"][:4, :, 0].reshape(
         2, 2, 128), b_desc=z["b_desc"][:4].reshape(2, 2), smem=z["smem"][:4].reshape(2, 2, -1),
@@ -294,7 +287,7 @@ def test_parser_takes_every_sparse_row_and_refuses_the_rest():
 
 
 def test_register_call_checks_its_operands():
-    z, meta = _load(NUMBER_FILES[0])
+    z, meta = load_recording(NUMBER_FILES[0])
     inst = parse(meta["ptx"][1])
     kw = dict(b_desc=int(z["b_desc"][0]), smem=z["smem"][0], **{k: (int(v) if k == "a_desc" else v) for k, v in
                                                                  _source(inst, z, 0).items()})
@@ -321,7 +314,7 @@ def _a_desc_file():
 
 
 def test_warpgroup_runs_a_recorded_case_and_reads_sp_meta_at_issue():
-    z, meta = _load(_a_desc_file())
+    z, meta = load_recording(_a_desc_file())
     i = _first_accumulating(z)
     inst = parse(meta["ptx"][1])
     ops = inst.operands
@@ -382,7 +375,7 @@ def test_warpgroup_sparse_chain_and_its_hazards():
 
 
 def test_ptx_interpreter_runs_wgmma_sp():
-    z, meta = _load(_a_desc_file())
+    z, meta = load_recording(_a_desc_file())
     i = _first_accumulating(z)
     text = meta["ptx"][1]
     inst = parse(text)

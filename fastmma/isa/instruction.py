@@ -173,6 +173,16 @@ class WgmmaMmaAsyncSp(_WgmmaMma):
         return numerics.wgmma_sp_rule(self.atype, self.dtype, self.shape.k, self.satfinite)
 
     @property
+    def type_row(self):
+        """The row of ``tables.WGMMA_TYPE_ROWS`` this form belongs to."""
+        return tables.wgmma_sp_type_row(self.atype, self.btype)
+
+    @property
+    def selectors(self) -> tuple[int, ...]:
+        """The sparsity selectors the ISA allows this form (``tables.WGMMA_SP_SELECTORS``)."""
+        return tables.WGMMA_SP_SELECTORS[self.type_row.name]
+
+    @property
     def metadata_shape(self) -> str:
         """The ``mma.sp`` shape whose metadata map each warp of the warpgroup follows for its 16
         rows (``m16n8k{K}``; recorded: tests/golden/probes/q16_wgmma_sp)."""

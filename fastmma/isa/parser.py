@@ -382,10 +382,6 @@ def _build_wgmma_plain(opcode, quals, operands, text):
     return WgmmaWaitGroup(opcode, text, operands, n=n)
 
 
-def _wgmma_shapes_text() -> str:
-    return "; ".join(f"{r.name}: .m64nNk{r.k} with N in {_n_list(r.n_values)}" for r in tables.WGMMA_TYPE_ROWS)
-
-
 def _build_wgmma_mma(opcode, quals, operands, text):
     """``wgmma.mma_async`` (PTX ISA 9.7.15.5.2) and ``wgmma.mma_async.sp`` (9.7.15.6.3),
     validated against ``tables.WGMMA_TYPE_ROWS``: the sparse form has every row but .b1, with

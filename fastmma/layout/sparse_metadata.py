@@ -189,11 +189,22 @@ def warpgroup_kept_columns(e_regs: np.ndarray, atype: str, metadata_shape: str, 
     return kept.reshape(e.shape[:-1] + (WARPS * kept.shape[-2], kept.shape[-1]))
 
 
+def _per_warp(columns: np.ndarray) -> np.ndarray:
+    """A warpgroup's ``columns`` (``[..., 64, K/2]``) as its warps' (``[..., 4, 16, K/2]``)."""
+    cols = np.asarray(columns)
+    if cols.ndim < 2 or cols.shape[-2] != WARPS * 16:
+        raise OperandError(f"columns must be int[..., 64, K/2] for wgmma.mma_async.sp, got shape {cols.shape}")
+    return cols.reshape(cols.shape[:-2] + (WARPS, 16, cols.shape[-1]))
+
+
 def encode_warpgroup_metadata(columns: np.ndarray, atype: str, metadata_shape: str, selector: int = 0) -> np.ndarray:
     """The metadata registers ``uint32[..., 128]`` of a warpgroup that keep A's elements at
     ``columns`` (``int[..., 64, K/2]``, as :func:`warpgroup_kept_columns` returns them)."""
-    cols = np.asarray(columns)
-    if cols.shape[-2] != WARPS * 16:
-        raise OperandError(f"columns must be int[..., 64, K/2] for wgmma.mma_async.sp, got shape {cols.shape}")
-    per_warp = cols.reshape(cols.shape[:-2] + (WARPS, 16, cols.shape[-1]))
-    return encode_metadata(per_warp, atype, metadata_shape, selector).reshape(cols.shape[:-2] + (WARPS * WARP_SIZE,))
+    per_warp = _per_warp(columns)
+    return encode_metadata(per_warp, atype, metadata_shape, selector).reshape(per_warp.shape[:-3] + (WARPS * WARP_SIZE,))
+
+
+def check_warpgroup_columns(columns: np.ndarray, atype: str, metadata_shape: str) -> None:
+    """:func:`check_columns` for a warpgroup's ``columns`` (``int[..., 64, K/2]``), each warp's
+    16 rows as one ``mma.sp``'s, with wgmma.mma_async.sp's meaningful nibbles."""
+    check_columns(_per_warp(columns), atype, metadata_shape, WGMMA_SP)
