@@ -3,8 +3,9 @@
 Entry points:
 
 * :func:`fastmma.matmul` - a whole GEMM with the numbers of a k-loop of one instruction;
+* :func:`fastmma.matmul_sp` - the same for a structured-sparse A and ``mma.sp`` / ``wgmma.mma_async.sp``;
 * :func:`fastmma.mma` - one wgmma, wmma or mma instruction on logical matrices;
-* :func:`fastmma.mma_sp` - one sparse ``mma.sp`` on logical matrices (the kept elements and their columns);
+* :func:`fastmma.mma_sp` - one sparse ``mma.sp`` or ``wgmma.mma_async.sp`` on logical matrices (the kept elements and their columns);
 * :mod:`fastmma.wmma` - ``wmma.load`` / ``wmma.mma`` / ``wmma.store`` on warp fragments;
 * :mod:`fastmma.mma_sync` - ``mma.sync`` and ``mma.sp`` on warp fragments;
 * :mod:`fastmma.ldmatrix` - ``ldmatrix`` / ``stmatrix`` between a shared-memory image and warp registers;
@@ -24,8 +25,9 @@ from .errors import FastmmaError  # noqa: E402
 from .gemm import matmul  # noqa: E402
 from .isa import parse  # noqa: E402
 from .mma import mma, mma_sp  # noqa: E402
+from .sparse_gemm import matmul_sp  # noqa: E402
 from .warpgroup import Warpgroup  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "mma", "mma_sp", "parse", "Warpgroup", "wmma", "mma_sync", "ldmatrix", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]
+__all__ = ["matmul", "matmul_sp", "mma", "mma_sp", "parse", "Warpgroup", "wmma", "mma_sync", "ldmatrix", "wgmma", "isa", "formats", "errors", "FastmmaError", "__version__"]

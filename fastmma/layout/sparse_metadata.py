@@ -136,25 +136,54 @@ def chunk_nibbles(columns: np.ndarray, atype: str, shape: str) -> np.ndarray:
     ``columns`` (``int[..., M, K/2]``, as :func:`kept_columns` returns them); an
     :class:`~fastmma.errors.OperandError` where they do not keep, in each chunk, places of its
     own (two different ones; one for ``.tf32``; aligned pairs for ``.s4``/``.u4``)."""
-    row = _row(atype)
     cols = np.asarray(columns, np.int64)
     m, _, k = shape_dims(shape)
     if cols.shape[-2:] != (m, k // 2):
         raise OperandError(f"columns must be int[..., {m}, {k // 2}] for mma.sp .{shape}, got shape {cols.shape}")
-    per = {2: 1, 4: 2, 8: 4}[row.chunk]
-    chunk = cols.reshape(cols.shape[:-1] + (-1, per))
+    return _nibbles(cols, _row(atype))
+
+
+def chunk_geometry(atype: str) -> tuple[int, int]:
+    """``(chunk, kept)``: the dense elements one metadata nibble covers for ``atype`` and how
+    many of them a row keeps (4 and 2; 2 and 1 for ``.tf32``; 8 and 4 for ``.s4``/``.u4``)."""
+    chunk = _row(atype).chunk
+    return chunk, _KEPT[chunk]
+
+
+_KEPT = {2: 1, 4: 2, 8: 4}  #: kept elements of a chunk, by its size
+
+
+def _nibbles(cols: np.ndarray, row: tables.MmaSpTypeRow) -> np.ndarray:
+    """:func:`chunk_nibbles` of ``cols`` (``int64[..., M, kept * chunks]``, any number of
+    chunks); the error names the first row and chunk that keeps no places of its own."""
+    per = _KEPT[row.chunk]
+    chunk = cols.reshape(cols.shape[:-1] + (cols.shape[-1] // per, per))
     local = chunk - row.chunk * np.arange(chunk.shape[-2])[:, None]
+    outside = ((local < 0) | (local >= row.chunk)).any(axis=-1)
     if row.chunk == 2:
-        if ((local < 0) | (local > 1)).any():
-            raise OperandError("columns: a .tf32 chunk of 2 keeps column 2q or 2q + 1")
+        _refuse_places(outside, local, row, "keeps column 2q or 2q + 1 of a .tf32 chunk q of 2")
         return np.where(local[..., 0] == 1, 0xE, 0x4)
     if row.chunk == 8:
-        if ((local[..., 1::2] != local[..., 0::2] + 1) | (local[..., 0::2] % 2 != 0)).any():
-            raise OperandError("columns: .s4/.u4 keep aligned pairs (2p, 2p + 1) within each chunk of 8")
+        _refuse_places(outside | (local[..., 1::2] != local[..., 0::2] + 1).any(axis=-1)
+                       | (local[..., 0::2] % 2 != 0).any(axis=-1), local, row,
+                       "keeps aligned pairs (2p, 2p + 1) of its .s4/.u4 chunk of 8")
         local = local[..., 0::2] // 2
-    if ((local < 0) | (local > 3) | (local[..., 0] == local[..., 1])[..., None]).any():
-        raise OperandError("columns: each chunk keeps two different places 0..3 of its own")
+    _refuse_places(outside | (local[..., 0] == local[..., 1]), local, row,
+                   "keeps two different places 0..3 of its own chunk")
     return local[..., 0] | (local[..., 1] << 2)
+
+
+def _refuse_places(bad: np.ndarray, local: np.ndarray, row: tables.MmaSpTypeRow, rule: str) -> None:
+    """:class:`~fastmma.errors.OperandError` naming the first row and chunk where ``bad``
+    (``[..., M, chunks]``) holds, with the dense columns it keeps (``local``: their places in
+    the chunk) and the ``rule`` it breaks."""
+    if bad.any():
+        *stack, i, q = (int(x) for x in np.argwhere(bad)[0])
+        kept = tuple(int(x) + row.chunk * q for x in local[(*stack, i, q)])
+        where = f", stack index {tuple(stack)}" if stack else ""
+        first = row.chunk * q
+        raise OperandError(f"columns: row {i}, chunk {q} (dense columns {first}..{first + row.chunk - 1}{where}) keeps "
+                           f"columns {kept}; each row {rule}")
 
 
 def check_columns(columns: np.ndarray, atype: str, shape: str, spvariant: str) -> None:
@@ -162,6 +191,68 @@ def check_columns(columns: np.ndarray, atype: str, shape: str, spvariant: str) -
     ``spvariant`` can name, without building the registers."""
     lane, nib = metadata_slots(atype, shape, 0)
     _refuse_undefined(chunk_nibbles(columns, atype, shape), atype, spvariant, lane, nib)
+
+
+def check_row_columns(columns: np.ndarray, atype: str, spvariant: str) -> None:
+    """A whole sparse A's ``columns`` (``int[..., M, K/2]``, each row's dense column of each kept
+    element, for any K of whole chunks) checked chunk by chunk, as a GEMM's k-loop of
+    instructions will read them: places of the chunk's own, that ``spvariant``'s metadata
+    (``"sp"``, ``"sp::ordered_metadata"`` or ``"wgmma.sp"``) can name; the error names the row
+    and the chunk."""
+    row = _row(atype)
+    cols = np.asarray(columns, np.int64)
+    if cols.shape[-1] == 0:  # K = 0: no chunk
+        return
+    values = _nibbles(cols, row)
+    meaningful, places = _nibble_tables(atype, spvariant)
+    bad = ~meaningful[values]
+    if bad.any():
+        what = "wgmma.mma_async.sp" if spvariant == WGMMA_SP else f"mma.{spvariant}"
+        local = cols.reshape(values.shape + (_KEPT[row.chunk],)) - row.chunk * np.arange(values.shape[-1])[:, None]
+        _refuse_places(bad, local, row, f"of {row.name} {what} keeps its places in an order the metadata can name "
+                                        f"({_orders(meaningful, places)})")
+
+
+def _orders(meaningful: np.ndarray, places: np.ndarray) -> str:
+    """The kept places that the meaningful nibbles name, as text."""
+    return ", ".join(str(tuple(int(x) for x in places[v])) for v in np.flatnonzero(meaningful))
+
+
+def compress(dense, atype: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, columns)``: a pruned dense A (``[..., M, K]``, K a whole number of chunks)
+    as the sparse instructions and :func:`fastmma.matmul_sp` take it, each row's kept elements
+    in order and the dense column of each (``int64[..., M, K/2]``).  In each chunk the kept
+    places are its non-zero elements (``.s4``/``.u4``: its aligned pairs that hold one), and
+    where it has fewer, the zeros at its first free places, all in increasing order (which every
+    variant's metadata can name).  A kept zero is a term of the sum: it takes part in the
+    alignment as zero terms do, and facing an infinity gives NaN; pass columns of your own where
+    that choice matters.  A chunk with more non-zero elements than it keeps is an
+    :class:`~fastmma.errors.OperandError` naming it."""
+    from ..formats import as_numpy, get_format, to_bits
+
+    fmt = get_format(atype)
+    arr = as_numpy(dense, "dense")
+    bits = to_bits(arr, fmt, "dense").astype(np.int64) >> fmt.ignored_low_bits  # tf32: a float32's top 19 bits
+    chunk, kept = chunk_geometry(atype)
+    if bits.ndim < 2 or bits.shape[-1] % chunk:
+        raise OperandError(f"dense must be a matrix (..., M, K) with K a multiple of {atype}'s chunk of {chunk}, "
+                           f"got shape {arr.shape}")
+    nonzero = (bits & ((1 << (fmt.bits - fmt.ignored_low_bits - 1)) - 1)) != 0 if fmt.is_float else bits != 0
+    unit = 2 if chunk == 8 else 1  # .s4/.u4 keep pairs
+    units = nonzero.reshape(nonzero.shape[:-1] + (-1, chunk // unit, unit)).any(axis=-1)
+    need = kept // unit
+    full = units.sum(axis=-1) > need
+    if full.any():
+        *stack, i, q = (int(x) for x in np.argwhere(full)[0])
+        where = f", stack index {tuple(stack)}" if stack else ""
+        raise OperandError(f"dense: row {i}, chunk {q} (columns {chunk * q}..{chunk * q + chunk - 1}{where}) holds "
+                           f"{int(units[(*stack, i, q)].sum()) * unit} non-zero elements; {atype} keeps {kept} of "
+                           f"each {chunk}{' in aligned pairs' if unit == 2 else ''}")
+    order = np.argsort(~units, axis=-1, kind="stable")[..., :need]  # non-zero places first, then free ones
+    places = np.sort(order, axis=-1)[..., None] * unit + np.arange(unit)
+    cols = (places.reshape(places.shape[:-3] + (places.shape[-3], -1))
+            + chunk * np.arange(places.shape[-3])[:, None]).reshape(bits.shape[:-1] + (-1,))
+    return np.take_along_axis(arr, cols, axis=-1), cols
 
 
 def encode_metadata(columns: np.ndarray, atype: str, shape: str, selector: int = 0) -> np.ndarray:

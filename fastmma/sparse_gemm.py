@@ -1,0 +1,189 @@
+"""``fastmma.matmul_sp``: a whole GEMM of a structured-sparse A, as a k-loop of ``mma.sp`` or
+``wgmma.mma_async.sp`` computes it (PTX ISA 9.7.14.6, 9.7.15.6).
+
+A is given compressed, as the instructions take it: each row's kept elements in order
+(M x K/2), with ``columns``, the dense column of each (what the metadata of each k-step's
+instruction would encode).  K counts B's rows, the dense K; it is a whole number of the
+type's chunks (4 dense elements for 2:4 sparsity, 2 for ``.tf32``'s 1:2, 8 for
+``.s4``/``.u4``), and one that is not a multiple of the instruction's k is padded at the end
+with whole chunks: zeros in A kept at the chunk's first places, zero rows in B, as a kernel's
+out-of-bounds fill would give them.
+
+Each k-step is one instruction: its rule over each row's kept products of that step, the
+accumulator rounded to D's type after every step (the sparse rules are those of
+:mod:`fastmma.isa.numerics`, recorded in tests/golden/probes/q15_mma_sp and q16_wgmma_sp).
+Elements the columns leave out take no part (an infinity or NaN of B facing one does not
+reach D).  Each row of D is then one chain of GEMVs against the B rows its kept elements
+pick: :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers them for blocks of rows and
+columns, and :func:`fastmma.kernels.execute_rows` runs the k-loop of each row in one call.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from .errors import InvalidInstructionError, OperandError
+from .formats import as_numpy, from_bits, get_format
+from .gemm import checked_progress
+from .isa import MmaSp, WgmmaMmaAsyncSp, parse
+from .kernels import execute_rows, launch_lock
+from .kernels.kept_rows import gather_kept_rows
+from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
+from .mma import _scale_d, broadcast_stacks, flat_stack, scale_d_flag, stack_bits
+
+SPARSE_SHORT_FORM_PREFIXES = ("wgmma.mma_async.sp.sync.aligned.", "mma.sp.sync.aligned.row.col.")
+
+#: The B rows gathered for one call of the row kernels: about this many bytes (the rows of a
+#: block of A's rows, over a range of B's columns), so that they stay in the cores' caches.
+GATHER_BYTES = 1 << 22
+
+
+def resolve_sparse_instruction(instruction):
+    """A sparse instruction object from PTX text, a short form or an object: the short form
+    ``"m64n256k32.f32.f16.f16"`` is read as ``wgmma.mma_async.sp``, ``"m16n8k32.f32.f16.f16.f32"``
+    as ``mma.sp`` (row.col)."""
+    if isinstance(instruction, (MmaSp, WgmmaMmaAsyncSp)):
+        return instruction
+    if not isinstance(instruction, str):
+        raise InvalidInstructionError(
+            f"instruction must be PTX text, a short form such as 'm64n256k32.f32.f16.f16' or a parsed "
+            f"mma.sp / wgmma.mma_async.sp instruction, got {type(instruction).__name__}")
+    return _resolve_text(instruction.strip())
+
+
+@lru_cache(maxsize=256)
+def _resolve_text(text: str):
+    if text.startswith(("wgmma", "mma.")):
+        inst = parse(text)
+        if not isinstance(inst, (MmaSp, WgmmaMmaAsyncSp)):
+            raise InvalidInstructionError(f"matmul_sp needs a sparse instruction (mma.sp or wgmma.mma_async.sp), "
+                                          f"got {inst}; fastmma.matmul takes the dense ones")
+        return inst
+    errors = []
+    for prefix in SPARSE_SHORT_FORM_PREFIXES:
+        try:
+            return parse(prefix + text.lstrip("."))
+        except InvalidInstructionError as exc:
+            errors.append(f"as {prefix.split('.sync')[0]}: {exc}")
+    raise InvalidInstructionError(f"{text!r} is not a valid sparse short form ({'; '.join(errors)})")
+
+
+def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
+    """``D = A @ B + C`` for a structured-sparse A, with the exact numbers of a k-loop of
+    ``instruction`` (``mma.sp``, ``mma.sp::ordered_metadata`` or ``wgmma.mma_async.sp``; text,
+    a short form or a parsed instruction).
+
+    ``A`` (M, K/2) holds each row's kept elements in order, ``columns`` (M, K/2, integers) the
+    dense column of each in 0..K-1, ``B`` (K, N); in each chunk of a row the kept elements lie
+    at places of that chunk which the instruction's metadata can name
+    (:func:`fastmma.layout.sparse_metadata.compress` builds both from a dense, pruned A).
+    ``C`` (M, N) is the accumulator type or None: a ``wgmma.mma_async.sp`` then runs with
+    scale-d false (``scale_d=False`` does the same with a C), an ``mma.sp`` adds zeros (it has
+    no scale-d).  A wgmma's imm-scale-a/b = -1 negate A/B.  Stacks broadcast as in
+    ``numpy.matmul`` (``columns`` with A).  Returns a new (M, N) array of D's type.
+
+    ``progress(done, total)``, if given, is called as blocks of the output complete.
+    """
+    inst = resolve_sparse_instruction(instruction)
+    checked_progress(progress)
+    warpgroup = isinstance(inst, WgmmaMmaAsyncSp)
+    a = stack_bits(A, inst.atype, "A")
+    b = stack_bits(B, inst.btype, "B")
+    m, half = a.shape[-2:]
+    kk, n = b.shape[-2:]
+    chunk, kept = chunk_geometry(inst.atype)
+    if kk % chunk or half != kk // chunk * kept:
+        raise OperandError(f"B has K = {kk} rows and A {half} kept columns: K must be a whole number of "
+                           f"{inst.atype}'s chunks of {chunk}, of which A keeps {kept} each "
+                           f"(K/{chunk // kept} columns)")
+    cols = _columns(columns, a.shape, kk)
+    check_row_columns(cols, inst.atype, WGMMA_SP if warpgroup else inst.spvariant)
+    c = None if C is None else stack_bits(C, inst.ctype, "C")
+    if c is not None and c.shape[-2:] != (m, n):
+        raise OperandError(f"C must have shape {(m, n)} (or a stack of such matrices), got {c.shape}")
+    if warpgroup:  # scale_d checked even where there is no C
+        use_c = (_scale_d(inst) if scale_d is None else scale_d_flag(scale_d)) and c is not None
+    elif scale_d is not None:
+        raise OperandError(f"scale_d is a wgmma.mma_async.sp operand; {inst.opcode} always adds C (zeros where "
+                           f"C is None)")
+    else:
+        use_c = True
+    parts = {"A": a.shape[:-2], "columns": cols.shape[:-2], "B": b.shape[:-2]}
+    if c is not None:
+        parts["C"] = c.shape[:-2]
+    batch = broadcast_stacks(parts, "the batch dimensions (all but the last two)")
+    if 0 in batch or m == 0 or n == 0 or kk == 0:  # no instruction runs: D is C (or +0), bit for bit
+        d = np.zeros(batch + (m, n), get_format(inst.dtype).storage)
+        if use_c and d.size:
+            d[...] = c
+        return from_bits(d, inst.dtype)
+    a, cols, b = _pad_k(inst, a, cols, b, chunk, kept)
+    count = math.prod(batch)
+    rows = count * m
+    b_index = np.repeat(np.broadcast_to(np.arange(math.prod(b.shape[:-2])).reshape(b.shape[:-2]), batch).ravel(), m)
+    b = np.ascontiguousarray(b.reshape((-1,) + b.shape[-2:]))
+    a = flat_stack(a, batch).reshape(rows, 1, -1)
+    cols = flat_stack(cols, batch).reshape(rows, -1)
+    if c is None or not use_c:
+        c = np.zeros((rows, 1, n), get_format(inst.ctype).storage)
+    else:
+        c = flat_stack(c, batch).reshape(rows, 1, n)
+    kw = dict(use_c=use_c, neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
+    d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
+    return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def _columns(columns, a_shape, kk) -> np.ndarray:
+    """``columns`` as int64, checked to be integers of A's matrix shape with each in 0..K-1."""
+    cols = as_numpy(columns, "columns")
+    if cols.dtype.kind not in "iu" or cols.ndim < 2 or cols.shape[-2:] != a_shape[-2:]:
+        raise OperandError(f"columns must be integers of A's shape (..., {a_shape[-2]}, {a_shape[-1]}), got "
+                           f"{cols.dtype}{list(cols.shape)}")
+    cols = cols.astype(np.int64)
+    if cols.size and (cols.min() < 0 or cols.max() >= kk):
+        raise OperandError(f"columns must lie in 0..{kk - 1} (B's K = {kk} rows)")
+    return cols
+
+
+def _pad_k(inst, a, cols, b, chunk, kept):
+    """K padded up to a multiple of the instruction's k with whole chunks: A's padding zeros,
+    kept at the first places of each new chunk, B's zero rows."""
+    pad = (-b.shape[-2]) % inst.shape.k
+    kk = b.shape[-2]
+    if not pad:
+        return a, cols, b
+    new = kk + np.arange(0, pad, chunk)[:, None] + np.arange(kept)
+    places = np.broadcast_to(new.ravel(), cols.shape[:-1] + (new.size,))
+    a = np.concatenate([a, np.zeros(a.shape[:-1] + (new.size,), a.dtype)], axis=-1)
+    cols = np.concatenate([cols, places], axis=-1)
+    b = np.concatenate([b, np.zeros(b.shape[:-2] + (pad, b.shape[-1]), b.dtype)], axis=-2)
+    return a, cols, b
+
+
+def _row_blocks(inst, a, cols, b, b_index, c, kw, progress) -> np.ndarray:
+    """D bits (R, 1, N): the rows' k-loops, by blocks of rows and of B's columns whose gathered
+    B rows come to about :data:`GATHER_BYTES`."""
+    rows, half = cols.shape
+    n = b.shape[-1]
+    per_row = half * b.dtype.itemsize
+    width = min(n, max(64, GATHER_BYTES // (16 * per_row)))
+    step = max(1, min(rows, GATHER_BYTES // (per_row * width)))
+    d = np.empty((rows, 1, n), get_format(inst.dtype).storage)
+    blocks = -(-rows // step) * -(-n // width)
+    done = 0
+    for j0 in range(0, n, width):
+        j1 = min(n, j0 + width)
+        for r0 in range(0, rows, step):
+            r1 = min(rows, r0 + step)
+            kept_b = np.empty((r1 - r0, half, j1 - j0), b.dtype)
+            with launch_lock:
+                gather_kept_rows(b, b_index[r0:r1], cols[r0:r1], j0, kept_b)
+            d[r0:r1, :, j0:j1] = execute_rows(inst.rule, a[r0:r1], kept_b, np.ascontiguousarray(c[r0:r1, :, j0:j1]),
+                                              inst.atype, inst.btype, inst.ctype, inst.dtype, **kw)
+            done += 1
+            if progress is not None:
+                progress(done, blocks)
+    return d

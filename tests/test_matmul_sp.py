@@ -1,0 +1,262 @@
+"""fastmma.matmul_sp against the single sparse instruction (fastmma.mma_sp, itself checked
+against the q15 / q16 recordings) chained tile by tile, bit for bit; and against sums that
+numpy computes exactly."""
+
+import zlib
+
+import numpy as np
+import pytest
+from test_matmul import bits, values
+
+import fastmma
+from fastmma.errors import InvalidInstructionError, OperandError
+from fastmma.formats import get_format
+from fastmma.layout.sparse_metadata import chunk_geometry, compress
+from fastmma.sparse_gemm import resolve_sparse_instruction
+
+WGMMA_SP = [
+    "m64n16k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "wgmma.mma_async.sp.sync.aligned.m64n24k32.f32.bf16.bf16",
+    "m64n16k16.f32.tf32.tf32", "m64n8k64.f32.e4m3.e5m2", "m64n16k64.f16.e5m2.e4m3",
+    "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f0, %f1, %f2, %f3}, %rd1, %rd2, %r1, 0, p, -1, 1, 0, 0;",
+]
+MMA_SP = [
+    "mma.sp.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
+    "m16n8k16.f32.tf32.tf32.f32",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e4m3.e5m2.f32",
+]
+INT_SP = [
+    "m64n8k64.s32.s8.u8.satfinite", "m64n16k64.s32.u8.s8",
+    "mma.sp.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32",
+    "mma.sp.sync.aligned.m16n8k128.row.col.s32.u4.s4.s32",
+]
+
+
+def seed(*key) -> int:
+    return zlib.crc32(repr(key).encode())
+
+
+def ordered(inst) -> bool:
+    """Whether the instruction's metadata names each chunk's places in increasing order only
+    (``::ordered_metadata``, and fp8 ``mma.sp``; ``wgmma.mma_async.sp`` takes either order)."""
+    if isinstance(inst, fastmma.isa.WgmmaMmaAsyncSp):
+        return False
+    return inst.spvariant != "sp" or inst.atype in ("e4m3", "e5m2")
+
+
+def random_columns(rng, inst, rows, kk):
+    """Each row's dense column of each kept element: random places of each chunk."""
+    chunk, kept = chunk_geometry(inst.atype)
+    unit = 2 if chunk == 8 else 1
+    chunks = kk // chunk
+    picks = np.argsort(rng.random((rows, chunks, chunk // unit)), axis=-1)[..., :kept // unit]
+    if ordered(inst):
+        picks = np.sort(picks, axis=-1)
+    places = (picks[..., None] * unit + np.arange(unit)).reshape(rows, chunks, kept)
+    return (places + chunk * np.arange(chunks)[:, None]).reshape(rows, chunks * kept)
+
+
+def chained(inst, A, cols, B, C):
+    """The k-loop, one fastmma.mma_sp per instruction tile: M and N padded with zeros, K with
+    whole chunks (zeros kept at their first places)."""
+    m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+    chunk, kept = chunk_geometry(inst.atype)
+    M, N, K = A.shape[0], B.shape[1], B.shape[0]
+    Mp, Np, Kp = -(-M // m) * m, -(-N // n) * n, max(k, -(-K // k) * k)
+    first = (chunk * np.arange(Kp // chunk)[:, None] + np.arange(kept)).ravel()  # every chunk's first places
+    Ap = np.zeros((Mp, Kp // 2), A.dtype)
+    Ap[:M, :A.shape[1]] = A
+    cp = np.tile(first, (Mp, 1))
+    cp[:M, :cols.shape[1]] = cols
+    Bp = np.zeros((Kp, Np), B.dtype)
+    Bp[:K, :N] = B
+    out = np.zeros((Mp, Np), get_format(inst.dtype).value_dtype)
+    h = k // 2
+    for i in range(0, Mp, m):
+        for j in range(0, Np, n):
+            acc = None if C is None else np.pad(C, ((0, Mp - M), (0, Np - N)))[i:i + m, j:j + n]
+            for t in range(Kp // k):
+                acc = fastmma.mma_sp(inst, Ap[i:i + m, t * h:(t + 1) * h], cp[i:i + m, t * h:(t + 1) * h] - t * k,
+                                     Bp[t * k:(t + 1) * k, j:j + n], acc)
+            out[i:i + m, j:j + n] = acc
+    return out[:M, :N]
+
+
+def operands(inst, shape, mode, rng):
+    M, N, K = shape
+    A = values(rng, inst.atype, (M, K // 2), mode)
+    B = values(rng, inst.btype, (K, N), mode)
+    C = values(rng, inst.ctype, (M, N), mode)
+    return A, random_columns(rng, inst, M, K), B, C
+
+
+@pytest.mark.parametrize("text", WGMMA_SP + MMA_SP)
+@pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "specials"])
+@pytest.mark.parametrize("shape", [(67, 23, 96), (1, 5, 16), (130, 17, 64)])
+def test_float_matmul_sp_equals_chained_instructions(text, mode, shape):
+    inst = resolve_sparse_instruction(text)
+    rng = np.random.default_rng(seed(text, mode, shape))
+    A, cols, B, C = operands(inst, shape, mode, rng)
+    got = fastmma.matmul_sp(A, cols, B, C, instruction=text)
+    assert got.dtype == get_format(inst.dtype).value_dtype and got.shape == shape[:2]
+    assert np.array_equal(bits(got), bits(chained(inst, A, cols, B, C)))
+    assert np.array_equal(bits(fastmma.matmul_sp(A, cols, B, instruction=text)), bits(chained(inst, A, cols, B, None)))
+
+
+@pytest.mark.parametrize("text", INT_SP)
+@pytest.mark.parametrize("shape", [(70, 19, 256), (3, 1, 128)])
+def test_integer_matmul_sp_equals_chained_instructions_and_the_exact_sum(text, shape):
+    inst = resolve_sparse_instruction(text)
+    rng = np.random.default_rng(seed(text, shape))
+    A, cols, B, C = operands(inst, shape, "wide", rng)
+    got = fastmma.matmul_sp(A, cols, B, C, instruction=text)
+    assert np.array_equal(got, chained(inst, A, cols, B, C))
+    dense = np.zeros(shape[::2], np.int64)
+    np.put_along_axis(dense, cols, A.astype(np.int64), axis=-1)
+    exact = dense @ B.astype(np.int64)
+    small = (C // 2 ** 12).astype(np.int32)  # no sum near the s32 limits: the exact sum, clamped or not
+    assert np.array_equal(fastmma.matmul_sp(A, cols, B, small, instruction=text), exact + small)
+    if not inst.satfinite:  # a wrap modulo 2^32 at every step is one wrap of the whole sum
+        assert np.array_equal(got, ((exact + C + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+def test_exact_data_against_numpy_and_imm_scale_negates():
+    """Small integers in f16 (every partial sum exact in f32): numpy's product of the dense A;
+    imm-scale-a = -1 negates A, scale_d=False drops C."""
+    rng = np.random.default_rng(11)
+    inst = resolve_sparse_instruction("m64n16k32.f32.f16.f16")
+    A = rng.integers(-8, 9, (90, 48)).astype(np.float16)
+    cols = random_columns(rng, inst, 90, 96)
+    B = rng.integers(-8, 9, (96, 40)).astype(np.float16)
+    C = rng.integers(-100, 100, (90, 40)).astype(np.float32)
+    dense = np.zeros((90, 96))
+    np.put_along_axis(dense, cols, A.astype(np.float64), axis=-1)
+    want = dense @ B.astype(np.float64)
+    np.testing.assert_array_equal(fastmma.matmul_sp(A, cols, B, C, instruction=inst), (want + C).astype(np.float32))
+    np.testing.assert_array_equal(fastmma.matmul_sp(A, cols, B, C, instruction=inst, scale_d=False),
+                                  want.astype(np.float32))
+    neg = ("wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.f16.f16 {" + ", ".join(f"%f{i}" for i in range(8))
+           + "}, %rd1, %rd2, %r1, 0, p, -1, 1, 0, 0;")
+    np.testing.assert_array_equal(fastmma.matmul_sp(A, cols, B, C, instruction=neg), (C - want).astype(np.float32))
+
+
+def test_left_out_elements_take_no_part():
+    """A NaN or infinity of B facing an element the columns leave out does not reach D; the
+    same zero kept at that place gives NaN (0 x inf)."""
+    inst = "m64n8k32.f32.f16.f16"
+    A = np.ones((4, 16), np.float16)
+    cols = np.tile([0, 1], (4, 8)) + np.repeat(4 * np.arange(8), 2)
+    B = np.ones((32, 8), np.float16)
+    B[2, :4] = np.inf
+    B[7, 4:] = np.nan
+    np.testing.assert_array_equal(fastmma.matmul_sp(A, cols, B, instruction=inst), np.full((4, 8), 16, np.float32))
+    A2, cols2 = np.zeros((4, 16), np.float16), cols.copy()
+    cols2[:, 1] = 2  # row keeps columns 0 and 2 of the first chunk, a zero facing inf
+    assert np.isnan(fastmma.matmul_sp(A2, cols2, B, instruction=inst)[:, :4]).all()
+
+
+@pytest.mark.parametrize("text", ["m64n16k32.f32.bf16.bf16", "mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.s4.s32",
+                                  "m64n8k16.f32.tf32.tf32"])
+def test_compress_gives_what_the_dense_product_needs(text):
+    """compress of a pruned dense A: matmul_sp of it equals numpy's product of the dense A on
+    exact data, and the kept values are the non-zero ones."""
+    inst = resolve_sparse_instruction(text)
+    rng = np.random.default_rng(seed(text))
+    chunk, kept = chunk_geometry(inst.atype)
+    M, K, N = 33, 4 * inst.shape.k, 9
+    cols = random_columns(rng, inst, M, K)
+    dense = np.zeros((M, K), np.int64)
+    np.put_along_axis(dense, cols, rng.integers(-7, 8, cols.shape), axis=-1)
+    dt = get_format(inst.atype).value_dtype if inst.atype != "tf32" else np.float32
+    vals, got_cols = compress(dense.astype(dt), inst.atype)
+    assert vals.shape == cols.shape and np.array_equal(np.diff(got_cols.reshape(M, -1, kept), axis=-1) > 0,
+                                                       np.ones((M, K // chunk, kept - 1), bool))
+    B = rng.integers(-7, 8, (K, N))
+    got = fastmma.matmul_sp(vals, got_cols, B.astype(dt), instruction=inst)
+    np.testing.assert_array_equal(got.astype(np.int64), dense @ B)
+
+
+def test_compress_refuses_a_chunk_too_full():
+    with pytest.raises(OperandError, match=r"row 1, chunk 2 \(columns 8..11\) holds 3 non-zero"):
+        compress(np.eye(2, 12, dtype=np.float16) + np.pad(np.ones((1, 3), np.float16), ((1, 0), (8, 1))), "f16")
+    with pytest.raises(OperandError, match="aligned pairs"):
+        compress(np.array([[1, 0, 1, 0, 1, 0, 0, 0]], np.int8), "s4")
+
+
+def test_stacks_broadcast_and_k_padding():
+    """A stack of A against one B: each matrix its own GEMM; K of whole chunks, not of k."""
+    inst = resolve_sparse_instruction("m64n8k32.f32.f16.f16")
+    rng = np.random.default_rng(5)
+    A = values(rng, "f16", (3, 20, 18), "wide")
+    cols = np.stack([random_columns(rng, inst, 20, 36) for _ in range(3)])
+    B = values(rng, "f16", (36, 11), "wide")
+    C = values(rng, "f32", (20, 11), "wide")
+    got = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    for s in range(3):
+        assert np.array_equal(bits(got[s]), bits(chained(inst, A[s], cols[s], B, C)))
+    got2 = fastmma.matmul_sp(A[:, None], cols[:, None], np.stack([B, B]), instruction=inst)
+    assert got2.shape == (3, 2, 20, 11) and np.array_equal(bits(got2[:, 1]), bits(fastmma.matmul_sp(
+        A, cols, B, instruction=inst)))
+
+
+def test_blocks_of_rows_and_columns_and_progress(monkeypatch):
+    """Small gather blocks (many blocks of rows and of columns) give the same bits, and the
+    progress calls rise to their total."""
+    import fastmma.sparse_gemm as sg
+
+    inst = resolve_sparse_instruction("m64n8k64.f32.e4m3.e4m3")
+    rng = np.random.default_rng(9)
+    A, cols, B, C = operands(inst, (50, 300, 128), "specials", rng)
+    whole = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    monkeypatch.setattr(sg, "GATHER_BYTES", 1 << 12)
+    calls = []
+    parts = fastmma.matmul_sp(A, cols, B, C, instruction=inst, progress=lambda d, t: calls.append((d, t)))
+    assert np.array_equal(bits(whole), bits(parts))
+    assert len(calls) > 4 and calls[-1][0] == calls[-1][1] and [d for d, _ in calls] == list(range(1, len(calls) + 1))
+
+
+def test_k_zero_and_empty():
+    inst = "m64n8k32.f32.f16.f16"
+    C = np.arange(6, dtype=np.float32).reshape(2, 3)
+    A, cols, B = np.zeros((2, 0), np.float16), np.zeros((2, 0), int), np.zeros((0, 3), np.float16)
+    assert np.array_equal(fastmma.matmul_sp(A, cols, B, C, instruction=inst), C)
+    assert np.array_equal(bits(fastmma.matmul_sp(A, cols, B, instruction=inst)), np.zeros((2, 3), np.uint32))
+    assert fastmma.matmul_sp(np.zeros((0, 8), np.float16), np.zeros((0, 8), int), np.zeros((16, 3), np.float16),
+                             instruction=inst).shape == (0, 3)
+
+
+F16 = "m64n8k32.f32.f16.f16"
+_A, _COLS, _B = np.ones((4, 8), np.float16), np.tile([0, 1, 4, 5, 8, 9, 12, 13], (4, 1)), np.ones((16, 8), np.float16)
+
+
+@pytest.mark.parametrize("call,error,needle", [
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="m64n8k16.f32.f16.f16"), InvalidInstructionError,
+     "not a valid sparse short form"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"),
+     InvalidInstructionError, "fastmma.matmul takes the dense ones"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction=3), InvalidInstructionError, "must be PTX text"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B[:12], instruction=F16), OperandError, "A 8 kept columns"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B[:14], instruction=F16), OperandError, "whole number of f16's chunks"),
+    (lambda: fastmma.matmul_sp(_A, _COLS[:, :6], _B, instruction=F16), OperandError, "columns must be integers"),
+    (lambda: fastmma.matmul_sp(_A, _COLS * 1.0, _B, instruction=F16), OperandError, "columns must be integers"),
+    (lambda: fastmma.matmul_sp(_A, _COLS + 16, _B, instruction=F16), OperandError, r"lie in 0..15"),
+    (lambda: fastmma.matmul_sp(_A, np.tile([0, 0, 4, 5, 8, 9, 12, 13], (4, 1)), _B, instruction=F16),
+     OperandError, r"row 0, chunk 0 \(dense columns 0..3\) keeps columns \(0, 0\); each row keeps two different"),
+    (lambda: fastmma.matmul_sp(_A, np.tile([0, 1, 4, 5, 8, 9, 12, 3], (4, 1)), _B, instruction=F16),
+     OperandError, r"chunk 3 \(dense columns 12..15\) keeps columns \(12, 3\)"),
+    (lambda: fastmma.matmul_sp(_A, np.tile([1, 0, 4, 5, 8, 9, 12, 13], (4, 1)), _B,
+                               instruction="mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+     OperandError, r"keeps columns \(1, 0\).*in an order the metadata can name"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, np.ones((4, 7), np.float32), instruction=F16), OperandError,
+     "C must have shape"),
+    (lambda: fastmma.matmul_sp(_A.astype(np.float32), _COLS, _B, instruction=F16), OperandError, "f16"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="m16n8k16.f32.f16.f16.f32", scale_d=False), OperandError,
+     "scale_d is a wgmma.mma_async.sp operand"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction=F16, scale_d="no"), OperandError, "scale_d must be"),
+    (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction=F16, progress=5), OperandError, "progress must be"),
+    (lambda: fastmma.matmul_sp(np.ones((2, 4, 8), np.float16), np.stack([_COLS] * 3), _B, instruction=F16),
+     OperandError, "must broadcast together"),
+])
+def test_bad_input_is_refused(call, error, needle):
+    with pytest.raises(error, match=needle):
+        call()
