@@ -143,6 +143,44 @@ def _beside_numpy(benchmark, record_ratio, case, shape, label, rounds):
     record_ratio(case, label, benchmark.stats.stats.min, "numpy float32", baseline)
 
 
+#: structured-sparse GEMMs (``fastmma.matmul_sp``, a k-loop of ``wgmma.mma_async.sp``): the dense
+#: M = K = N of the cube, half of K kept in every chunk of a row
+SPARSE_CASES = {
+    "f16->f32 2:4": ("m64n256k32.f32.f16.f16", np.float16),
+    "e4m3->f32 2:4": ("m64n256k64.f32.e4m3.e4m3", ml_dtypes.float8_e4m3fn),
+    "s8->s32 2:4": ("m64n224k64.s32.s8.s8", np.int8),
+}
+SPARSE_SIZES = [size for size in SIZES if size <= 1024]
+
+
+def sparse_operands(dtype, n, seed=0):
+    """A pruned to 2:4 (random places of each chunk of 4), as kept values and their columns, and B."""
+    from fastmma.layout.sparse_metadata import compress
+
+    A, B = operands(dtype, (n, n, n), seed)
+    keep = np.argsort(np.random.default_rng(seed + 1).random((n, n // 4, 4)), axis=-1)[..., :2]
+    mask = np.zeros((n, n // 4, 4), bool)
+    np.put_along_axis(mask, keep, True, axis=-1)
+    pruned = np.where(mask.reshape(n, n), A, np.zeros((), A.dtype)).astype(dtype)
+    return (*compress(pruned, {np.int8: "s8", np.float16: "f16"}.get(dtype, "e4m3")), B)
+
+
+@pytest.mark.parametrize("size", SPARSE_SIZES)
+@pytest.mark.parametrize("case", list(SPARSE_CASES))
+def bench_matmul_sparse(benchmark, record_ratio, case, size):
+    """``fastmma.matmul_sp`` on a 2:4-pruned A, beside numpy's float32 product of the dense
+    (pruned) A of the same M x K x N."""
+    instruction, dtype = SPARSE_CASES[case]
+    kept, columns, B = sparse_operands(dtype, size)
+    fastmma.matmul_sp(kept, columns, B, instruction=instruction)  # compile or load the cached kernels
+    numpy_round = InterleavedBaseline((size, size, size))
+    benchmark.pedantic(fastmma.matmul_sp, args=(kept, columns, B), kwargs={"instruction": instruction},
+                       setup=numpy_round, rounds=7, iterations=1, warmup_rounds=1)
+    baseline = numpy_round.best
+    benchmark.extra_info.update(numpy_seconds=baseline, ratio=benchmark.stats.stats.min / baseline)
+    record_ratio(case, f"{size}^3", benchmark.stats.stats.min, "numpy float32 (dense)", baseline)
+
+
 #: glibc ``mallopt`` settings that keep freed memory for reuse: M_MMAP_THRESHOLD (-3),
 #: M_TRIM_THRESHOLD (-1), M_TOP_PAD (-2); MMA-Sim's tuned column (and bench_compat) runs with them
 KEEP_FREED_MEMORY = ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20))
