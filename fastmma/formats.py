@@ -151,6 +151,19 @@ def _from_torch(t, name: str) -> np.ndarray:
             f"got dtype {t.dtype} on {t.device}{layout} ({type(exc).__name__}: {exc})") from exc
 
 
+def non_finite(bits: np.ndarray, fmt: Format | str) -> np.ndarray:
+    """Where raw bits of ``fmt`` (its storage dtype) encode an infinity or NaN: the exponent
+    field all ones (e4m3, which has no infinity: exponent and fraction all ones); nowhere for
+    integer formats."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    if not fmt.is_float:
+        return np.zeros(np.shape(bits), bool)
+    x = np.asarray(bits).astype(np.int64) >> fmt.ignored_low_bits  # tf32: a float32's top 19 bits
+    ones_e, ones_m = (1 << fmt.exp_bits) - 1, (1 << fmt.man_bits) - 1
+    special = ((x >> fmt.man_bits) & ones_e) == ones_e
+    return special if fmt.ieee_specials else special & ((x & ones_m) == ones_m)
+
+
 def to_bits(values, fmt: Format | str, name: str = "operand") -> np.ndarray:
     """Raw bit patterns (``fmt.storage`` dtype, C-contiguous) of a user array of ``fmt`` values.
 

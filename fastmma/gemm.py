@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,31 +41,51 @@ def resolve_instruction(instruction):
     as ``mma.sync`` (a shape that both wmma and mma have, such as ``m8n8k4`` f64, is read as
     wmma: the two compute the same numbers there).
     """
-    if isinstance(instruction, (WgmmaMmaAsync, WmmaMma, MmaSync)):
+    return resolve_as(instruction, DENSE)
+
+
+class InstructionKinds(NamedTuple):
+    """What a GEMM entry point takes: instruction classes, the prefixes its short forms are
+    tried with (in order), a short form for the messages, and what it needs, in words."""
+
+    classes: tuple
+    prefixes: tuple[str, ...]
+    example: str
+    needs: str
+
+
+DENSE = InstructionKinds((WgmmaMmaAsync, WmmaMma, MmaSync), SHORT_FORM_PREFIXES, "m64n256k16.f32.f16.f16",
+                         "matmul needs a dense mma instruction (wgmma.mma_async, wmma.mma or mma.sync; "
+                         "fastmma.matmul_sp takes mma.sp and wgmma.mma_async.sp)")
+
+
+def resolve_as(instruction, kinds: InstructionKinds):
+    """An instruction of ``kinds`` from text, a short form or an object."""
+    if isinstance(instruction, kinds.classes):
         return instruction
     if not isinstance(instruction, str):
+        names = "/".join(c.__name__ for c in kinds.classes)
         raise InvalidInstructionError(
-            f"instruction must be PTX text, a short form such as 'm64n256k16.f32.f16.f16' or a parsed "
-            f"wgmma/wmma/mma instruction, got {type(instruction).__name__}")
-    return _resolve_text(instruction.strip())
+            f"instruction must be PTX text, a short form such as {kinds.example!r} or a parsed {names} instruction, "
+            f"got {type(instruction).__name__}")
+    return _resolve_text(instruction.strip(), kinds)
 
 
 @lru_cache(maxsize=256)
-def _resolve_text(text: str):
+def _resolve_text(text: str, kinds: InstructionKinds):
     """The parsed instruction of ``text`` (instructions are immutable, so a loop of small
     GEMMs parses each text once)."""
     if text.startswith(("wgmma", "wmma", "mma.")):
         inst = parse(text)
-        if not isinstance(inst, (WgmmaMmaAsync, WmmaMma, MmaSync)):
-            raise InvalidInstructionError(f"matmul needs an mma instruction (wgmma.mma_async, wmma.mma or mma.sync), "
-                                          f"got {inst}")
+        if not isinstance(inst, kinds.classes):
+            raise InvalidInstructionError(f"{kinds.needs}, got {inst}")
         return inst
     errors = []
-    for prefix in SHORT_FORM_PREFIXES:
+    for prefix in kinds.prefixes:
         try:
             return parse(prefix + text.lstrip("."))
         except InvalidInstructionError as exc:
-            errors.append(f"as {prefix.split('.')[0]}: {exc}")
+            errors.append(f"as {prefix.split('.sync')[0]}: {exc}")
     raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
 
 

@@ -13,23 +13,31 @@ Each k-step is one instruction: its rule over each row's kept products of that s
 accumulator rounded to D's type after every step (the sparse rules are those of
 :mod:`fastmma.isa.numerics`, recorded in tests/golden/probes/q15_mma_sp and q16_wgmma_sp).
 Elements the columns leave out take no part (an infinity or NaN of B facing one does not
-reach D).  Each row of D is then one chain of GEMVs against the B rows its kept elements
-pick: :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers them for blocks of rows and
-columns, and :func:`fastmma.kernels.execute_rows` runs the k-loop of each row in one call.
+reach D).  Two ways compute it, with the same bits:
+
+* **Spread** (:func:`fastmma.kernels.execute_spread`), where the instruction's rule is one
+  fused sum or an exact integer dot of its kept products, the blocked kernels have a group of
+  its whole k, and B holds no infinity or NaN: A is spread to its dense columns, zeros
+  elsewhere, and one dense GEMM runs with a group of the instruction's k.  A zero term adds
+  nothing to a group and does not move its ``e_max``, which starts at ``e_zero``.
+* **Rows** otherwise (fp8, whose groups of 64 no kernel has, ``mma.sp``'s fp8 expansion, a B
+  with infinities or NaN): each row of D is one chain of GEMVs against the B rows its kept
+  elements pick, which :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of
+  rows and columns, and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from dataclasses import replace
 
 import numpy as np
 
-from .errors import InvalidInstructionError, OperandError
-from .formats import as_numpy, from_bits, get_format
-from .gemm import checked_progress
-from .isa import MmaSp, WgmmaMmaAsyncSp, parse
-from .kernels import execute_rows, launch_lock
+from .errors import OperandError
+from .formats import as_numpy, from_bits, get_format, non_finite
+from .gemm import InstructionKinds, checked_progress, resolve_as
+from .isa import FusedDotRule, IntDotRule, MmaSp, WgmmaMmaAsyncSp
+from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, launch_lock
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
 from .mma import _scale_d, broadcast_stacks, flat_stack, scale_d_flag, stack_bits
@@ -41,34 +49,16 @@ SPARSE_SHORT_FORM_PREFIXES = ("wgmma.mma_async.sp.sync.aligned.", "mma.sp.sync.a
 GATHER_BYTES = 1 << 22
 
 
+SPARSE = InstructionKinds((MmaSp, WgmmaMmaAsyncSp), SPARSE_SHORT_FORM_PREFIXES, "m64n256k32.f32.f16.f16",
+                          "matmul_sp needs a sparse instruction (mma.sp or wgmma.mma_async.sp); fastmma.matmul "
+                          "takes the dense ones")
+
+
 def resolve_sparse_instruction(instruction):
     """A sparse instruction object from PTX text, a short form or an object: the short form
     ``"m64n256k32.f32.f16.f16"`` is read as ``wgmma.mma_async.sp``, ``"m16n8k32.f32.f16.f16.f32"``
     as ``mma.sp`` (row.col)."""
-    if isinstance(instruction, (MmaSp, WgmmaMmaAsyncSp)):
-        return instruction
-    if not isinstance(instruction, str):
-        raise InvalidInstructionError(
-            f"instruction must be PTX text, a short form such as 'm64n256k32.f32.f16.f16' or a parsed "
-            f"mma.sp / wgmma.mma_async.sp instruction, got {type(instruction).__name__}")
-    return _resolve_text(instruction.strip())
-
-
-@lru_cache(maxsize=256)
-def _resolve_text(text: str):
-    if text.startswith(("wgmma", "mma.")):
-        inst = parse(text)
-        if not isinstance(inst, (MmaSp, WgmmaMmaAsyncSp)):
-            raise InvalidInstructionError(f"matmul_sp needs a sparse instruction (mma.sp or wgmma.mma_async.sp), "
-                                          f"got {inst}; fastmma.matmul takes the dense ones")
-        return inst
-    errors = []
-    for prefix in SPARSE_SHORT_FORM_PREFIXES:
-        try:
-            return parse(prefix + text.lstrip("."))
-        except InvalidInstructionError as exc:
-            errors.append(f"as {prefix.split('.sync')[0]}: {exc}")
-    raise InvalidInstructionError(f"{text!r} is not a valid sparse short form ({'; '.join(errors)})")
+    return resolve_as(instruction, SPARSE)
 
 
 def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
@@ -132,8 +122,47 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
     else:
         c = flat_stack(c, batch).reshape(rows, 1, n)
     kw = dict(use_c=use_c, neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
-    d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
+    rule = spread_rule(inst)
+    if rule is not None and not non_finite(b, inst.btype).any():
+        d = _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m)
+    else:
+        d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def spread_rule(inst):
+    """The dense rule a spread A runs under (module docstring): the instruction's rule with a
+    group of its whole k; None where the rows must run instead."""
+    rule, k = inst.rule, inst.shape.k
+    if isinstance(rule, IntDotRule) or (isinstance(rule, FusedDotRule) and k in SPREAD_GROUPS):
+        return replace(rule, group=k)
+    return None
+
+
+def _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m) -> np.ndarray:
+    """D bits (R, 1, N): A's rows spread to their dense columns and run as dense GEMMs, one
+    for each B of the stack (all the rows in one where B is one matrix), by blocks of 512 of
+    B's columns where ``progress`` is given."""
+    rows, half = cols.shape
+    kk, n = b.shape[-2:]
+    dense = np.zeros((rows, kk), a.dtype)
+    np.put_along_axis(dense, cols, a.reshape(rows, half), axis=1)
+    c = c.reshape(rows, n)
+    d = np.empty((rows, n), get_format(inst.dtype).storage)
+    groups = [(0, rows)] if b.shape[0] == 1 else [(r, r + m) for r in range(0, rows, m)]
+    width = n if progress is None else 512
+    blocks, done = len(groups) * -(-n // width), 0
+    for r0, r1 in groups:
+        bs = b[b_index[r0]]
+        for j0 in range(0, n, width):
+            j1 = min(n, j0 + width)
+            d[r0:r1, j0:j1] = execute_spread(rule, dense[r0:r1], np.ascontiguousarray(bs[:, j0:j1]),
+                                             np.ascontiguousarray(c[r0:r1, j0:j1]), inst.atype, inst.btype,
+                                             inst.ctype, inst.dtype, terms=inst.shape.k // 2, **kw)
+            done += 1
+            if progress is not None:
+                progress(done, blocks)
+    return d.reshape(rows, 1, n)
 
 
 def _columns(columns, a_shape, kk) -> np.ndarray:

@@ -140,6 +140,65 @@ def test_exact_data_against_numpy_and_imm_scale_negates():
     np.testing.assert_array_equal(fastmma.matmul_sp(A, cols, B, C, instruction=neg), (C - want).astype(np.float32))
 
 
+@pytest.mark.parametrize("text", ["m64n16k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "m64n8k32.f32.bf16.bf16",
+                                  "m64n8k16.f32.tf32.tf32", "mma.sp.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                                  "m16n8k16.f16.f16.f16.f16", "m64n8k64.s32.u8.s8.satfinite",
+                                  "mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.u4.s32"])
+@pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "specials in A and C"])
+def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
+    """The two ways (fastmma.sparse_gemm's docstring) on the same operands, B finite: the spread
+    dense GEMM, and the rows' GEMVs that the instruction-by-instruction tests check."""
+    import fastmma.sparse_gemm as sg
+
+    inst = resolve_sparse_instruction(text)
+    assert sg.spread_rule(inst) is not None
+    rng = np.random.default_rng(seed(text, mode))
+    A, cols, B, C = operands(inst, (150, 70, 8 * inst.shape.k), mode.split()[0], rng)
+    if mode.startswith("specials"):
+        B = values(rng, inst.btype, B.shape, "wide")  # finite: the spread way's condition
+    spreads, spread_way = [], sg._spread
+    monkeypatch.setattr(sg, "_spread", lambda *args: spreads.append(1) or spread_way(*args))
+    spread = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    assert spreads, "the spread way did not run"
+    monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
+    assert np.array_equal(bits(spread), bits(fastmma.matmul_sp(A, cols, B, C, instruction=inst)))
+
+
+def test_spread_int32_sums_that_wrap_are_rounded_right():
+    """f16 in a group of 32 spread terms, 16 of them non-zero: 16 products of 1.999^2 and C =
+    1.5 sum to more than 2^31 units of the group's grid (2^-25 of e_max = 0), which the int32
+    sums must carry as the group of 16 does; the exact sum is an f32 (63.9375... + 1.5)."""
+    A, B = np.full((8, 16), 1.999, np.float16), np.full((32, 8), 1.999, np.float16)
+    cols = np.tile(np.arange(32).reshape(8, 4)[:, [0, 3]].ravel(), (8, 1))
+    exact = np.float32(16 * float(np.float16(1.999)) ** 2 + 1.5)
+    assert float(exact) == 16 * float(np.float16(1.999)) ** 2 + 1.5
+    for sign in (1, -1):
+        D = fastmma.matmul_sp(sign * A, cols, B, np.full((8, 8), sign * 1.5, np.float32),
+                              instruction="m64n8k32.f32.f16.f16")
+        np.testing.assert_array_equal(D, np.full((8, 8), sign * exact))
+
+
+@pytest.mark.parametrize("fmt", ["f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u4"])
+def test_non_finite_reads_the_bits(fmt):
+    """formats.non_finite (which decides the spread way) against numpy's isfinite of the values."""
+    f = get_format(fmt)
+    every = np.arange(1 << min(f.bits, 16), dtype=np.int64)
+    if fmt == "tf32":  # a float32's top 19 bits, the low 13 random
+        every = (every << 16 | np.random.default_rng(0).integers(0, 1 << 16, every.size)).astype(np.uint32)
+    every = every.astype(f.storage)
+    with np.errstate(invalid="ignore"):
+        values_of = fastmma.formats.from_bits(every, fmt).astype(np.float64)
+    want = ~np.isfinite(values_of) if f.is_float else np.zeros(every.shape, bool)
+    assert np.array_equal(fastmma.formats.non_finite(every, fmt), want)
+
+
+def test_spread_groups_are_the_kernels():
+    from fastmma.kernels import SPREAD_GROUPS
+    from fastmma.kernels.fused_gemm import KERNELS
+
+    assert set(SPREAD_GROUPS) == {group for group, _ in KERNELS}
+
+
 def test_left_out_elements_take_no_part():
     """A NaN or infinity of B facing an element the columns leave out does not reach D; the
     same zero kept at that place gives NaN (0 x inf)."""
@@ -231,7 +290,7 @@ _A, _COLS, _B = np.ones((4, 8), np.float16), np.tile([0, 1, 4, 5, 8, 9, 12, 13],
 
 @pytest.mark.parametrize("call,error,needle", [
     (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="m64n8k16.f32.f16.f16"), InvalidInstructionError,
-     "not a valid sparse short form"),
+     "not a valid short form"),
     (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"),
      InvalidInstructionError, "fastmma.matmul takes the dense ones"),
     (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction=3), InvalidInstructionError, "must be PTX text"),

@@ -180,6 +180,27 @@ def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, 
     return execute_stack(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
 
 
+#: The group sizes of the blocked float kernels (``fused_gemm.KERNELS``), which a spread sparse
+#: A's group (the instruction's whole k) must be one of.
+SPREAD_GROUPS = (4, 8, 16, 32)
+
+
+def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, terms: int,
+                   use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+    """D bits (M, N) of a sparse A spread to its dense columns (zeros where a row keeps
+    nothing) under ``rule``, a dense rule whose group is the sparse instruction's whole k, of
+    which ``terms`` (k / 2) can be non-zero: :func:`execute` of the blocked kernels, told how
+    many of a group's terms can be non-zero (the float kernels' int32 sums hold 16 below
+    2^27; :data:`.fused_gemm.WRAPPING_GROUP`).  Exact for B without infinities or NaN: a zero
+    term adds nothing and does not move the group's ``e_max``, which starts at ``e_zero``
+    (:mod:`.fused_dot`); an infinity or NaN of B facing a spread zero would make a NaN."""
+    kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    if isinstance(rule, FusedDotRule):
+        return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw, terms=terms)
+    with launch_lock:
+        return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+
+
 def _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw):
     """:class:`FfmaExpansionRule` through :mod:`.ffma_expansion` (one GEMM or a stack)."""
     with launch_lock:

@@ -124,10 +124,13 @@ NARROW_CHUNK = 256
 #: = 4096, two threads: M = 1 8 ms against 15 ms, M = 4 10 against 17, M = 16 about the
 #: same, M = 32 35 against 41).
 FMA_MIN_ROWS = 16
-#: The group size whose kernel handles int32 sums that wrap: 16 terms below 2^27 (f16 and
-#: bf16 keep 25 fraction bits) plus the accumulator's term below 2^26 can pass 2^31, in the
-#: rows where :func:`_may_wrap` finds a sum that close to it.  The other rules' sums cannot
-#: (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).
+#: The most non-zero terms a group's int32 sum may hold where its sum plus the accumulator's
+#: term can pass 2^31: 16 terms below 2^27 (f16 and bf16 keep 25 fraction bits) plus C's
+#: below 2^26, in the rows where :func:`_may_wrap` finds a sum that close to it (any group
+#: whose bound passes 2^31 takes that test: :func:`_finish_group`).  The other rules' sums
+#: cannot pass it (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).  A sparse A spread to
+#: its dense columns (:func:`fastmma.kernels.execute_spread`) has groups of 32 with 16
+#: non-zero terms.
 WRAPPING_GROUP = 16
 #: Pass 1's columns are padded to a multiple of this (:func:`_padded`): LLVM unrolls its
 #: loop over 64-lane int8 vectors four times.  The other loops' columns, to whole vectors:
@@ -1204,8 +1207,10 @@ def _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd):
     if rnd == ROUND_RZ_F16:  # float64 lanes: T plus C's term cannot wrap there
         _finish_row(acc, E, T32, nb, frac, omb, rnd)
         return
-    # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it
-    wraps = G == WRAPPING_GROUP and _may_wrap(T32, nb, frac)
+    # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it,
+    # of the rules whose terms' bound (G below 2^(frac + 2), C's below 2^(frac + 1)) passes 2^31
+    bound = (np.int64(G) << np.int64(frac + 2)) + (np.int64(1) << np.int64(frac + 1))
+    wraps = bound > (np.int64(1) << np.int64(31)) and _may_wrap(T32, nb, frac)
     if rnd == ROUND_RNE:
         if wraps:
             _finish_row_rne16(acc, E, T32, nb, frac, True)
@@ -1996,7 +2001,7 @@ _NO_LOW_CODES = (0, 0, 0, 0, 0, 0, 0)
 
 
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-               blocks=None, wide=None, exp_lanes=None, fma=None, narrow=None):
+               blocks=None, wide=None, exp_lanes=None, fma=None, narrow=None, terms=None):
     """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
     ``rule.group``.
 
@@ -2013,7 +2018,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     ``narrow=None`` runs a GEMM of at most :data:`NARROW_ROWS` rows in chunks of columns
     (:func:`fused_gemm_stack`, a stack of one); ``narrow=True`` always, ``narrow=False``
     never (tests).  ``blocks``: ``(KB, NB, MB)``, the largest blocks of K, N and M (by
-    default those of KB_DEFAULT and the like, or :data:`NARROW_BLOCKS`).
+    default those of KB_DEFAULT and the like, or :data:`NARROW_BLOCKS`).  ``terms``: the most
+    non-zero products a group can hold, where fewer than its size (a spread sparse A).
     """
     m, kk = a.shape
     n = b.shape[1]
@@ -2021,10 +2027,10 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         return fused_gemm_stack(rule, a[None], b[None], c[None], af, bf, cf, df, c_emin=c_emin, d_emin=d_emin,
                                 use_c=use_c, neg_a=neg_a, neg_b=neg_b, blocks=blocks or NARROW_BLOCKS, wide=wide,
                                 exp_lanes=exp_lanes, fma=fma, chunks=column_chunks(n, get_num_threads()),
-                                bound_b=True)[0]
+                                bound_b=True, terms=terms)[0]
     threads = get_num_threads()
     blocks = _block_sizes(blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), m, kk, rule.group, threads)
-    path = _path(rule, a, b, af, bf, wide, exp_lanes, fma, m)
+    path = _path(rule, a, b, af, bf, wide, exp_lanes, fma, m, terms=terms)
     specs = _gemm_specs(path.wide, path.lanes.dtype, path.lc is not None, m, kk, *blocks, rule.group)
     out, elems = _accumulator(c, use_c, (m, n))
     in_kernel = decodes_by_blocks(af, a.itemsize * 8, path.sh)  # else decoded here first
@@ -2059,7 +2065,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
 
 def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
                      blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None, chunks=1,
-                     bound_b=False, into=None):
+                     bound_b=False, into=None, terms=None):
     """:func:`fused_gemm` of every GEMM of a stack, ``a[s]`` (M, K) by ``b[s]`` (K, N) plus
     ``c[s]`` (M, N) into D bits ``[s]``, bit for bit as :func:`fused_gemm` gives each: the
     path (prescale, lanes) is chosen once for the whole stack, and every path gives the same
@@ -2075,7 +2081,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     count, m, kk = a.shape
     n = b.shape[2]
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,
-                 bound_b)
+                 bound_b, terms)
     KB, NB, MB = _block_sizes(blocks, m, kk, rule.group, 1)
     specs = _packed_a(path, m, kk, KB, MB, rule.group, count)
     in_place = into is not None and rounding_code(rule) == ROUND_RZ
@@ -2092,7 +2098,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
         return fused_gemm_stack(rule, a, b, c, af, bf, cf, df, c_emin=c_emin, d_emin=d_emin, use_c=use_c,
                                 neg_a=neg_a, neg_b=neg_b, blocks=blocks, wide=wide, exp_lanes=exp_lanes, fma=fma,
-                                chunks=chunks, into=into)
+                                chunks=chunks, into=into, terms=terms)
     d = _d_bits(out, rule)
     if into is not None and not in_place:
         into[...] = d
@@ -2138,7 +2144,7 @@ class _Path(NamedTuple):
     b_range: tuple[int, int] | None = None
 
 
-def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) -> _Path:
+def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False, terms=None) -> _Path:
     """The kernels' lanes for A (M, K) and B (K, N) under ``rule`` (:func:`fused_gemm` says
     how ``wide``, ``exp_lanes`` and ``fma`` force them), for GEMMs of ``gemm_rows`` rows (A may
     stack several): ``fma=None`` takes the pass by fused multiply-adds only from
@@ -2149,9 +2155,10 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False) ->
     kk = a.shape[1]
     if kk % rule.group:
         raise ValueError(f"K = {kk} is not a multiple of the rule's group of {rule.group} terms")
-    # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1)
-    largest_sum = (rule.group << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
-    assert largest_sum <= 1 << 31 or rule.group == WRAPPING_GROUP, "this rule's int32 sums can wrap"
+    # a group's terms are below 2^(frac_bits + 2), C's below 2^(frac_bits + 1); ``terms`` of them non-zero
+    terms = rule.group if terms is None else terms
+    largest_sum = (terms << (rule.frac_bits + 2)) + (1 << (rule.frac_bits + 1))
+    assert largest_sum <= 1 << 31 or terms <= WRAPPING_GROUP, "this rule's int32 sums can wrap"
     if wide is None and exp_lanes is None:
         fixed = _format_path(rule, af, bf, fma)
         if fixed is not None:
