@@ -89,13 +89,7 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     a = stack_bits(A, inst.atype, "A", (m, k // 2))
     b = stack_bits(B, inst.btype, "B", (k, n))
     c = np.zeros((m, n), get_format(inst.ctype).storage) if C is None else stack_bits(C, inst.ctype, "C", (m, n))
-    cols = as_numpy(columns, "columns")
-    if cols.dtype.kind not in "iu" or cols.shape[-2:] != (m, k // 2):
-        raise OperandError(f"columns must be integers of shape (..., {m}, {k // 2}) for this instruction, got "
-                           f"{cols.dtype}{list(cols.shape)}")
-    cols = cols.astype(np.int64)
-    if ((cols < 0) | (cols >= k)).any():
-        raise OperandError(f"columns must lie in 0..{k - 1}")
+    cols = checked_columns(columns, (m, k // 2), k)
     if warpgroup:  # each warp's 16 rows as one mma.sp's
         check_warpgroup_columns(cols, inst.atype, inst.metadata_shape)
         kw = dict(use_c=C is not None, neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
@@ -106,6 +100,19 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
                              "the batch dimensions (all but the last two)")
     d = sparse_rows(inst, *(flat_stack(x, batch) for x in (a, cols, b, c)), **kw)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def checked_columns(columns, shape: tuple[int, int], k: int) -> np.ndarray:
+    """A sparse A's ``columns`` as int64, checked to be integers of A's matrix ``shape`` (or a
+    stack of such matrices), each a dense column in 0..``k``-1."""
+    cols = as_numpy(columns, "columns")
+    if cols.dtype.kind not in "iu" or cols.ndim < 2 or cols.shape[-2:] != tuple(shape):
+        raise OperandError(f"columns must be integers of A's shape (..., {shape[0]}, {shape[1]}), got "
+                           f"{cols.dtype}{list(cols.shape)}")
+    cols = cols.astype(np.int64)
+    if cols.size and (cols.min() < 0 or cols.max() >= k):
+        raise OperandError(f"columns must lie in 0..{k - 1} (B's K = {k} rows)")
+    return cols
 
 
 def sparse_rows(inst, a: np.ndarray, kept: np.ndarray, b: np.ndarray, c: np.ndarray, **kw) -> np.ndarray:

@@ -34,13 +34,13 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import OperandError
-from .formats import as_numpy, from_bits, get_format, non_finite
+from .formats import from_bits, get_format, non_finite
 from .gemm import InstructionKinds, checked_progress, resolve_as
 from .isa import FusedDotRule, IntDotRule, MmaSp, WgmmaMmaAsyncSp
 from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, launch_lock
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
-from .mma import _scale_d, broadcast_stacks, flat_stack, scale_d_flag, stack_bits
+from .mma import _scale_d, broadcast_stacks, checked_columns, flat_stack, scale_d_flag, stack_bits
 
 SPARSE_SHORT_FORM_PREFIXES = ("wgmma.mma_async.sp.sync.aligned.", "mma.sp.sync.aligned.row.col.")
 
@@ -89,7 +89,7 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
         raise OperandError(f"B has K = {kk} rows and A {half} kept columns: K must be a whole number of "
                            f"{inst.atype}'s chunks of {chunk}, of which A keeps {kept} each "
                            f"(K/{chunk // kept} columns)")
-    cols = _columns(columns, a.shape, kk)
+    cols = checked_columns(columns, a.shape[-2:], kk)
     check_row_columns(cols, inst.atype, WGMMA_SP if warpgroup else inst.spvariant)
     c = None if C is None else stack_bits(C, inst.ctype, "C")
     if c is not None and c.shape[-2:] != (m, n):
@@ -163,18 +163,6 @@ def _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m) -> np.ndarray:
             if progress is not None:
                 progress(done, blocks)
     return d.reshape(rows, 1, n)
-
-
-def _columns(columns, a_shape, kk) -> np.ndarray:
-    """``columns`` as int64, checked to be integers of A's matrix shape with each in 0..K-1."""
-    cols = as_numpy(columns, "columns")
-    if cols.dtype.kind not in "iu" or cols.ndim < 2 or cols.shape[-2:] != a_shape[-2:]:
-        raise OperandError(f"columns must be integers of A's shape (..., {a_shape[-2]}, {a_shape[-1]}), got "
-                           f"{cols.dtype}{list(cols.shape)}")
-    cols = cols.astype(np.int64)
-    if cols.size and (cols.min() < 0 or cols.max() >= kk):
-        raise OperandError(f"columns must lie in 0..{kk - 1} (B's K = {kk} rows)")
-    return cols
 
 
 def _pad_k(inst, a, cols, b, chunk, kept):

@@ -161,25 +161,25 @@ def _nibbles(cols: np.ndarray, row: tables.MmaSpTypeRow) -> np.ndarray:
     local = chunk - row.chunk * np.arange(chunk.shape[-2])[:, None]
     outside = ((local < 0) | (local >= row.chunk)).any(axis=-1)
     if row.chunk == 2:
-        _refuse_places(outside, local, row, "keeps column 2q or 2q + 1 of a .tf32 chunk q of 2")
+        _refuse_places(outside, chunk, row, "keeps column 2q or 2q + 1 of a .tf32 chunk q of 2")
         return np.where(local[..., 0] == 1, 0xE, 0x4)
     if row.chunk == 8:
         _refuse_places(outside | (local[..., 1::2] != local[..., 0::2] + 1).any(axis=-1)
-                       | (local[..., 0::2] % 2 != 0).any(axis=-1), local, row,
+                       | (local[..., 0::2] % 2 != 0).any(axis=-1), chunk, row,
                        "keeps aligned pairs (2p, 2p + 1) of its .s4/.u4 chunk of 8")
         local = local[..., 0::2] // 2
-    _refuse_places(outside | (local[..., 0] == local[..., 1]), local, row,
+    _refuse_places(outside | (local[..., 0] == local[..., 1]), chunk, row,
                    "keeps two different places 0..3 of its own chunk")
     return local[..., 0] | (local[..., 1] << 2)
 
 
-def _refuse_places(bad: np.ndarray, local: np.ndarray, row: tables.MmaSpTypeRow, rule: str) -> None:
+def _refuse_places(bad: np.ndarray, by_chunk: np.ndarray, row: tables.MmaSpTypeRow, rule: str) -> None:
     """:class:`~fastmma.errors.OperandError` naming the first row and chunk where ``bad``
-    (``[..., M, chunks]``) holds, with the dense columns it keeps (``local``: their places in
-    the chunk) and the ``rule`` it breaks."""
+    (``[..., M, chunks]``) holds, with the dense columns it keeps (``by_chunk``:
+    ``[..., M, chunks, kept]``) and the ``rule`` it breaks."""
     if bad.any():
         *stack, i, q = (int(x) for x in np.argwhere(bad)[0])
-        kept = tuple(int(x) + row.chunk * q for x in local[(*stack, i, q)])
+        kept = tuple(int(x) for x in by_chunk[(*stack, i, q)])
         where = f", stack index {tuple(stack)}" if stack else ""
         first = row.chunk * q
         raise OperandError(f"columns: row {i}, chunk {q} (dense columns {first}..{first + row.chunk - 1}{where}) keeps "
@@ -208,8 +208,7 @@ def check_row_columns(columns: np.ndarray, atype: str, spvariant: str) -> None:
     bad = ~meaningful[values]
     if bad.any():
         what = "wgmma.mma_async.sp" if spvariant == WGMMA_SP else f"mma.{spvariant}"
-        local = cols.reshape(values.shape + (_KEPT[row.chunk],)) - row.chunk * np.arange(values.shape[-1])[:, None]
-        _refuse_places(bad, local, row, f"of {row.name} {what} keeps its places in an order the metadata can name "
+        _refuse_places(bad, cols.reshape(values.shape + (_KEPT[row.chunk],)), row, f"of {row.name} {what} keeps its places in an order the metadata can name "
                                         f"({_orders(meaningful, places)})")
 
 
