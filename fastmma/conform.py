@@ -7,7 +7,7 @@ wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in s
 scale-d on the first), wgmma.mma_async.sp cases through :func:`fastmma.wgmma.mma_async_sp_stack`
 (a file's cases in one call), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
 registers, mma.sp cases through :func:`fastmma.mma_sync.mma_sp` on the recorded registers and
-metadata, ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
+metadata (a chain's steps in turn), ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
 and addresses, movmatrix cases through :func:`fastmma.ldmatrix.movmatrix` on the recorded
 registers.
 Every output bit is compared; a case passes only if all of them match.  The format is
@@ -43,18 +43,21 @@ ARRAYS = {
              "mode": ("iub", 1)},
     "wgmma": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
               "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1), "a_regs": ("u", 3)},
-    "wgmma_sp": {"smem": ("u", 2), "a_desc": ("iu", 1), "b_desc": ("iu", 1), "c_regs": ("u", 3),
-                 "e_regs": ("u", 3), "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1),
+    "wgmma_sp": {"smem": ("u", 2), "a_desc": ("iu", (1, 2)), "b_desc": ("iu", (1, 2)), "c_regs": ("u", 3),
+                 "e_regs": ("u", (3, 4)), "d_regs": ("u", 3), "scale_d": ("iub", 1), "mode": ("iub", 1),
                  "a_regs": ("u", 3)},
     "mma": {"a_regs": ("u", (3, 4)), "b_regs": ("u", (3, 4)), "c_regs": ("u", 3), "d_regs": ("u", 3),
             "mode": ("iub", 1)},
-    "mma_sp": {"a_regs": ("u", 3), "b_regs": ("u", 3), "c_regs": ("u", 3), "e_regs": ("u", 3), "d_regs": ("u", 3),
-               "mode": ("iub", 1)},
+    "mma_sp": {"a_regs": ("u", (3, 4)), "b_regs": ("u", (3, 4)), "c_regs": ("u", 3), "e_regs": ("u", (3, 4)),
+               "d_regs": ("u", 3), "mode": ("iub", 1)},
     "ldmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "mode": ("iub", 1)},
     "stmatrix": {"smem": ("u", 2), "addresses": ("iu", 2), "regs": ("u", 3), "smem_after": ("u", 2),
                  "mode": ("iub", 1)},
     "movmatrix": {"a_regs": ("u", 3), "d_regs": ("u", 3), "mode": ("iub", 1)},
 }
+#: The register arrays that hold one register file a step in a chain's files (FORMAT.md):
+#: ``(cases, chain, threads, words)``, where a single instruction's hold ``(cases, threads, words)``
+STEP_REGISTERS = {"mma": ("a_regs", "b_regs"), "mma_sp": ("a_regs", "b_regs", "e_regs"), "wgmma_sp": ("e_regs",)}
 #: meta.ptx of a wmma file, line by line: the instruction's class, its name in the ISA and
 #: the matrix it loads
 WMMA_PTX = [(WmmaLoad, "wmma.load.a", "a"), (WmmaLoad, "wmma.load.b", "b"), (WmmaLoad, "wmma.load.c", "c"),
@@ -152,14 +155,13 @@ def check_recording(arrays: dict, meta: dict) -> None:
                 f"array {name!r} must be {allowed} with {' or '.join(map(str, ndims))} dimensions and "
                 f"{'one entry per case (' + str(n) + ')' if n is not None else 'mode 1-D'} along the first, "
                 f"got dtype {x.dtype}, shape {x.shape}")
-    if family == "mma":
-        for name in ("a_regs", "b_regs"):
-            want = 4 if chain > 1 else 3
-            if arrays[name].ndim != want or (chain > 1 and arrays[name].shape[1] != chain):
-                raise ConformanceError(f"array {name!r} must have {want} dimensions"
-                                       + (f", a chain of {chain} along the second" if chain > 1 else "")
-                                       + f", got shape {arrays[name].shape}")
-    if family == "wgmma":
+    for name in STEP_REGISTERS.get(family, ()):  # a chain's registers of each step along the second axis
+        want = 4 if chain > 1 else 3
+        if arrays[name].ndim != want or (chain > 1 and arrays[name].shape[1] != chain):
+            raise ConformanceError(f"array {name!r} must have {want} dimensions"
+                                   + (f", a chain of {chain} along the second" if chain > 1 else "")
+                                   + f", got shape {arrays[name].shape}")
+    if family in ("wgmma", "wgmma_sp"):
         for name in ("a_desc", "b_desc"):
             if arrays[name].shape[1:] not in ((), (chain,)):
                 raise ConformanceError(f"array {name!r} must have shape ({n},) or ({n}, {chain}) for a chain of "
@@ -262,22 +264,36 @@ def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -
         _compare(result, i, "d_regs", arrays["d_regs"][i], regs, limit)
 
 
+def wgmma_sp_chain(insts, arrays: dict, image_address) -> np.ndarray:
+    """D registers of every case (one :func:`fastmma.wgmma.mma_async_sp_stack` call a step): a
+    chain's instructions in turn on the same registers, the run-time ``scale_d`` on the first
+    and the immediate 1 on the others; instruction ``j`` on ``a_desc[:, j]`` (or ``a_regs``),
+    ``b_desc[:, j]`` and ``e_regs[:, j]`` (a chain's) or ``e_regs``."""
+    n, chain = len(arrays["mode"]), len(insts)
+    a_desc, b_desc = arrays["a_desc"].reshape(n, -1), arrays["b_desc"].reshape(n, -1)
+    regs = arrays["c_regs"]
+    for j, inst in enumerate(insts):
+        source = {"a_regs": arrays["a_regs"]} if inst.a_source == "reg" else {"a_desc": a_desc[:, j]}
+        regs = wgmma.mma_async_sp_stack(inst, regs, e_regs=arrays["e_regs"][:, j] if chain > 1 else arrays["e_regs"],
+                                        b_desc=b_desc[:, j], smem=arrays["smem"],
+                                        scale_d=arrays["scale_d"].astype(bool) if j == 0 else True,
+                                        image_address=image_address, **source)
+    return regs
+
+
 def replay_wgmma_sp(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """Every case's ``wgmma.mma_async.sp`` (meta.ptx: the predicate's ``setp`` and the
-    instruction) in one :func:`fastmma.wgmma.mma_async_sp_stack` call, on the recorded images,
-    descriptors, registers and metadata, with the selector of the recorded operands."""
+    instruction, or a chain's instructions) on the recorded images, descriptors, registers and
+    metadata, with the selector of the recorded operands (:func:`wgmma_sp_chain`)."""
     texts = [t for t in meta["ptx"] if t.startswith("wgmma")]
-    if len(texts) != 1:
-        raise ConformanceError(f"meta.ptx of a wgmma_sp file holds one wgmma.mma_async.sp, got {len(texts)}")
-    inst = _instruction(texts[0], WgmmaMmaAsyncSp, "wgmma.mma_async.sp")
-    if inst.a_source == "reg" and "a_regs" not in arrays:
-        raise ConformanceError("array 'a_regs' is missing; its instruction takes A from registers")
-    n = len(arrays["mode"])
-    source = {"a_regs": arrays["a_regs"]} if inst.a_source == "reg" else {"a_desc": arrays["a_desc"]}
-    d = wgmma.mma_async_sp_stack(inst, arrays["c_regs"], e_regs=arrays["e_regs"], b_desc=arrays["b_desc"],
-                                 smem=arrays["smem"], scale_d=arrays["scale_d"].astype(bool),
-                                 image_address=np.array(image_bases(meta, n)), **source)
-    for i in range(n):
+    chain = chain_length(meta)
+    if len(texts) != chain:
+        raise ConformanceError(f"meta.ptx holds {len(texts)} wgmma.mma_async.sp instructions, chain says {chain}")
+    insts = [_instruction(t, WgmmaMmaAsyncSp, "wgmma.mma_async.sp") for t in texts]
+    if any(inst.a_source == "reg" for inst in insts) and "a_regs" not in arrays:
+        raise ConformanceError("array 'a_regs' is missing; its instructions take A from registers")
+    d = wgmma_sp_chain(insts, arrays, np.array(image_bases(meta, len(arrays["mode"]))))
+    for i in range(len(arrays["mode"])):
         _compare(result, i, "d_regs", arrays["d_regs"][i], d[i], limit)
 
 
@@ -296,10 +312,15 @@ def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> 
 
 def replay_mma_sp(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
     """One ``mma.sp`` per case, on the recorded A, B, C and metadata registers, with the
-    sparsity selector of the recorded instruction's operands."""
+    sparsity selector of the recorded instruction's operands; a chain (a warp's k-loop)
+    issues it once per step on that step's A, B and metadata, each D the next step's C."""
     inst = _instruction(meta["ptx"][0], MmaSp, "mma.sp")
+    chain = chain_length(meta)
     for i in range(len(arrays["mode"])):
-        d = mma_sync.mma_sp(inst, arrays["a_regs"][i], arrays["b_regs"][i], arrays["c_regs"][i], arrays["e_regs"][i])
+        steps = [arrays[f"{x}_regs"][i] for x in "abe"]
+        d = arrays["c_regs"][i]
+        for a, b, e in zip(*(steps if chain > 1 else ([x] for x in steps))):
+            d = mma_sync.mma_sp(inst, a, b, d, e)
         _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
 
 

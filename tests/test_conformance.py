@@ -8,7 +8,7 @@ import pytest
 
 from fastmma import conform
 from fastmma.errors import ConformanceError
-from conftest import golden_files
+from conftest import GOLDEN, golden_files
 
 WMMA = golden_files("wmma")
 WGMMA = golden_files("wgmma")
@@ -141,4 +141,25 @@ def test_a_damaged_recording_fails_with_the_key_named(tmp_path, family, edit, ne
     fault (before, several of these raised KeyError, ValueError or AttributeError out of
     check_file and stopped the whole run)."""
     res = conform.check_file(_damaged(tmp_path, (WMMA if family == "wmma" else WGMMA)[0], edit))
+    assert not res.ok and res.error and needle in res.error, res.error
+
+
+SPARSE_CHAINS = {
+    "mma_sp": GOLDEN / "probes/q17_mma_sp_k_loop/mma.sp_ordered.chain16.m16n8k32.row.col.f32.f16.f16.f32.sel0.npz",
+    "wgmma_sp": GOLDEN / "probes/q18_wgmma_sp_k_loop/wgmma_sp.chain8.m64n64k64.s32.u8.s8.adesc.sel0.npz",
+}
+
+
+@pytest.mark.parametrize("family,edit,needle", [
+    ("mma_sp", lambda a, m: a.__setitem__("e_regs", a["e_regs"][:, 0]), "'e_regs' must have 4 dimensions, a chain"),
+    ("mma_sp", lambda a, m: a.__setitem__("b_regs", a["b_regs"][:, :3]), "'b_regs' must have 4 dimensions, a chain"),
+    ("wgmma_sp", lambda a, m: a.__setitem__("e_regs", a["e_regs"][:, :7]), "'e_regs' must have 4 dimensions, a chain"),
+    ("wgmma_sp", lambda a, m: a.__setitem__("a_desc", a["a_desc"][:, :2]), "'a_desc' must have shape"),
+    ("wgmma_sp", lambda a, m: m["ptx"].pop(), "holds 7 wgmma.mma_async.sp instructions, chain says 8"),
+])
+def test_a_damaged_sparse_chain_fails_with_the_key_named(tmp_path, family, edit, needle):
+    """The recorded sparse k-loops (q17, q18) hold one register file a step: a file whose step
+    axis is missing or of another length, or whose meta.ptx lacks a step, is a file error."""
+    assert conform.check_file(SPARSE_CHAINS[family]).ok
+    res = conform.check_file(_damaged(tmp_path, SPARSE_CHAINS[family], edit))
     assert not res.ok and res.error and needle in res.error, res.error

@@ -1,18 +1,28 @@
-"""fastmma.matmul_sp against the single sparse instruction (fastmma.mma_sp, itself checked
+"""fastmma.matmul_sp against the H100's sparse k-loops (q17: 16 mma.sp, q18: 8 wgmma.mma_async.sp
+in one commit group), against the single sparse instruction (fastmma.mma_sp, itself checked
 against the q15 / q16 recordings) chained tile by tile, bit for bit; and against sums that
 numpy computes exactly."""
 
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from test_matmul import bits, values
+from test_probes import _k_major_128b
 
 import fastmma
+from fastmma.conform import load_recording
 from fastmma.errors import InvalidInstructionError, OperandError
-from fastmma.formats import get_format
-from fastmma.layout.sparse_metadata import chunk_geometry, compress
+from fastmma.formats import from_bits, get_format, to_bits
+from fastmma.isa import parse
+from fastmma.layout.mma_fragments import sparse_fragment_layout
+from fastmma.layout.sparse_metadata import chunk_geometry, compress, kept_columns, warpgroup_kept_columns
+from fastmma.layout.wgmma_fragments import unpack_d
+from fastmma.layout.wmma_fragments import unpack_fragment
 from fastmma.sparse_gemm import resolve_sparse_instruction
+
+PROBES = Path(__file__).parent / "golden" / "probes"
 
 WGMMA_SP = [
     "m64n16k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "wgmma.mma_async.sp.sync.aligned.m64n24k32.f32.bf16.bf16",
@@ -88,6 +98,52 @@ def operands(inst, shape, mode, rng):
     B = values(rng, inst.btype, (K, N), mode)
     C = values(rng, inst.ctype, (M, N), mode)
     return A, random_columns(rng, inst, M, K), B, C
+
+
+@pytest.mark.parametrize("path", sorted(PROBES.glob("q17_mma_sp_k_loop/*.npz")), ids=lambda p: p.stem)
+def test_q17_matmul_sp_equals_the_recorded_k_loop(path):
+    """q17: a warp's k-loop of 16 ``mma.sp``, each step with its own metadata.  ``matmul_sp`` of
+    the whole compressed A (16 x 8k), the dense columns the steps' metadata name (step ``j``'s
+    offset by ``j * k``) and B (16k x 8) gives the D the GPU's loop ended with."""
+    arrays, meta = load_recording(path)
+    q = meta["qualifiers"]
+    assert q["chain"] == 16
+    lay = {x: sparse_fragment_layout(x, q["shape"], q[f"{x}type"]) for x in "abcd"}
+    for i in range(len(arrays["mode"])):
+        A = np.concatenate([unpack_fragment(r, lay["a"]) for r in arrays["a_regs"][i]], axis=1)
+        columns = np.concatenate([kept_columns(e[:, 0], q["atype"], q["shape"], q["selector"], q["sparse"])
+                                  + j * q["k"] for j, e in enumerate(arrays["e_regs"][i])], axis=1)
+        B = np.concatenate([unpack_fragment(r, lay["b"]) for r in arrays["b_regs"][i]], axis=0)
+        C = unpack_fragment(arrays["c_regs"][i], lay["c"])
+        D = fastmma.matmul_sp(from_bits(A, q["atype"]), columns, from_bits(B, q["btype"]), from_bits(C, q["ctype"]),
+                              instruction=meta["ptx_template"][0].split()[0])
+        want = unpack_fragment(arrays["d_regs"][i], lay["d"])
+        np.testing.assert_array_equal(to_bits(D, q["dtype"]), want, err_msg=f"case {i}")
+
+
+@pytest.mark.parametrize("path", sorted(PROBES.glob("q18_wgmma_sp_k_loop/*.npz")), ids=lambda p: p.stem)
+def test_q18_matmul_sp_equals_the_recorded_k_loop(path):
+    """q18: a sparse GEMM's k-loop, 8 ``wgmma.mma_async.sp`` in one commit group stepping 32
+    bytes a row along the compressed A and 64 along B inside 128B-swizzled K-blocks, each step
+    with its own metadata.  ``matmul_sp`` of the A and B read back by the ISA's canonical layout
+    (written out in the test, not fastmma's) and the steps' columns gives the recorded D."""
+    arrays, meta = load_recording(path)
+    q = meta["qualifiers"]
+    inst = parse(meta["ptx"][1])
+    a_fmt, b_fmt = get_format(q["atype"]), get_format(q["btype"])
+    assert q["chain"] == 8 and meta["smem_base_observed"] == [1024]
+    for i in range(len(arrays["mode"])):
+        smem = arrays["smem"][i]
+        A = np.concatenate([_k_major_128b(smem, int(d), 64) for d in arrays["a_desc"][i]], axis=1)
+        Bt = np.concatenate([_k_major_128b(smem, int(d), q["n"], 64) for d in arrays["b_desc"][i]], axis=1)
+        A, B = A.view(a_fmt.storage), Bt.view(b_fmt.storage).T
+        columns = np.concatenate([warpgroup_kept_columns(e[:, 0], q["atype"], inst.metadata_shape, q["selector"])
+                                  + j * q["k"] for j, e in enumerate(arrays["e_regs"][i])], axis=1)
+        assert A.shape == columns.shape == (64, q["k"] * 4) and B.shape == (q["k"] * 8, q["n"])
+        C = unpack_d(arrays["c_regs"][i], q["dtype"], q["n"]) if arrays["scale_d"][i] else None
+        D = fastmma.matmul_sp(A, columns, B, C, instruction=meta["ptx_template"][0].split()[0])
+        expected = unpack_d(arrays["d_regs"][i], q["dtype"], q["n"])
+        np.testing.assert_array_equal(D.view(expected.dtype), expected, err_msg=f"case {i}")
 
 
 @pytest.mark.parametrize("text", WGMMA_SP + MMA_SP)

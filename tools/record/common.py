@@ -25,6 +25,8 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
     ("wgmma", True): "wgmma.fence; wgmma.mma_async x{chain}; wgmma.commit_group; wgmma.wait_group 0",
     ("wgmma_sp", False): "wgmma.fence; wgmma.mma_async.sp x1 (the metadata register e of each thread, the "
                          "variant's sparsity selector); wgmma.commit_group; wgmma.wait_group 0",
+    ("wgmma_sp", True): "wgmma.fence; wgmma.mma_async.sp x{chain} (each with the metadata register e of its "
+                        "step, the variant's sparsity selector); wgmma.commit_group; wgmma.wait_group 0",
     ("wmma", False): "wmma.load.a; wmma.load.b; wmma.load.c; wmma.mma; wmma.store.d",
     ("wmma", True): "wmma.load.c; (wmma.load.a; wmma.load.b; wmma.mma) x{chain}; wmma.store.d",
     ("mma", False): "registers a, b, c loaded from memory; mma.sync; registers d written to memory",
@@ -36,6 +38,8 @@ SEQUENCES = {  # meta.sequence by family and whether the case is a chain, {chain
                        "sparsity selector; registers d written to memory",
     ("mma", True): "registers c loaded; (registers a, b of the step loaded; mma.sync, the previous D as C) "
                    "x{chain}; registers d written to memory",
+    ("mma_sp", True): "registers c loaded; (registers a, b and the metadata e of the step loaded; mma.sp with "
+                      "the variant's sparsity selector, the previous D as C) x{chain}; registers d written to memory",
 }
 D_PREFILL = 0xA5
 

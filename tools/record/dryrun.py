@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import common
-from fastmma import conform, ldmatrix, mma_sync, wgmma, wmma
+from fastmma import conform, ldmatrix, mma_sync, wmma
 from fastmma.isa import parse
 
 FAKE_DEVICE = {"gpu": "dry run (fastmma)", "compute_capability": "9.0", "driver_version": "-",
@@ -34,12 +34,8 @@ def fake_wgmma(job, arrs):
 
 
 def fake_wgmma_sp(job, arrs):
-    inst = parse(job["meta"]["ptx"][1])
-    source = {"a_regs": arrs["a_regs"]} if inst.a_source == "reg" else {"a_desc": arrs["a_desc"]}
     n = len(arrs["mode"])
-    d = wgmma.mma_async_sp_stack(inst, arrs["c_regs"], e_regs=arrs["e_regs"], b_desc=arrs["b_desc"],
-                                 smem=arrs["smem"], scale_d=arrs["scale_d"].astype(bool),
-                                 image_address=job["img_off"] % 1024, **source)
+    d = conform.wgmma_sp_chain([parse(x) for x in job["meta"]["ptx"][1:]], arrs, job["img_off"] % 1024)
     return {"d_regs": d, "bases": [1024 + job["img_off"]] * n, "dyn_bytes": 0, "fills": [0, 0xFF, 0],
             "keep": [True] * n}
 
@@ -88,7 +84,10 @@ def fake_mma(job, arrs):
 
 def fake_mma_sp(job, arrs):
     inst = parse(job["meta"]["ptx"][0])
-    d = mma_sync.mma_sp_stack(inst, arrs["a_regs"], arrs["b_regs"], arrs["c_regs"], arrs["e_regs"])
+    chain, d = common.chain_of(job["meta"]), arrs["c_regs"]
+    for j in range(chain):  # a chain's steps in turn
+        a, b, e = (arrs[f"{x}_regs"][:, j] if chain > 1 else arrs[f"{x}_regs"] for x in "abe")
+        d = mma_sync.mma_sp_stack(inst, a, b, d, e)
     return {"d_regs": d, "keep": [True] * len(arrs["mode"])}
 
 

@@ -78,8 +78,8 @@ def wgmma_kernel(kname: str, var: dict) -> str:
             nxt = nd + 1
         ins.append(f'"l"(bd[{j}])')
         b_op = f"%{nxt}"
-        if sparse:  # wgmma.mma_async.sp: the metadata register and the sparsity selector after B
-            ins.append('"r"(e0)')
+        if sparse:  # wgmma.mma_async.sp: the step's metadata register and the sparsity selector after B
+            ins.append(f'"r"(e{j})')
             nxt += 1
             b_op += f", %{nxt}, {var['selector']}"
         if j == 0:
@@ -98,7 +98,8 @@ def wgmma_kernel(kname: str, var: dict) -> str:
     aload = "\n".join(f"  u32 a{i} = ar[{i}];" for i in range(4)) if areg else ""
     mma_text = "\n".join(mmas)
     eparam = ", const u32* __restrict__ eregs" if sparse else ""
-    eload = "  const u32 e0 = eregs[(size_t)cs * 128 + t];" if sparse else ""
+    eload = "\n".join(f"  const u32 e{j} = eregs[((size_t)cs * {chain} + {j}) * 128 + t];"
+                      for j in range(chain)) if sparse else ""
     return f"""
 extern "C" __global__ void __launch_bounds__(128, 1)
 {kname}(const u8* __restrict__ img, int S, const u64* __restrict__ adesc, const u64* __restrict__ bdesc,
@@ -329,15 +330,32 @@ extern "C" __global__ void __launch_bounds__(32)
 
 def mma_sp_kernel(kname: str, var: dict) -> str:
     """One warp per case (q15): every lane loads its A, B, C and metadata registers, issues the
-    one ``mma.sp`` with the variant's sparsity selector and writes its D registers out."""
+    one ``mma.sp`` with the variant's sparsity selector and writes its D registers out.  A
+    chain (``qualifiers.chain`` > 1, q17) loads A, B and the metadata again for each step ``j``
+    (``aregs[cs, j]``, ``eregs[cs, j]``) and issues the instruction on the previous step's D as
+    C, each step in an inline-asm statement of its own."""
     T, R, W = var["types"], var["regs"], var["words"]
+    chain = common.chain_of(var)
     names = {x: _regs(x, R[x]) for x in "abcd"}
     decl = "\n".join(f"  {_kind(T[x])[0]} {', '.join(names[x])};" for x in "abcd")
     nd, na, nb, nc = R["d"], R["a"], R["b"], R["c"]
     outs = ", ".join(f'"={_kind(T["d"])[1]}"({r})' for r in names["d"])
-    ins = ", ".join([f'"{_kind(T[x])[1]}"({r})' for x in "abc" for r in names[x]] + ['"r"(e)'])
-    loads = "\n".join(f"  {{ const u32* {x}w = {x}regs + ((size_t)cs * 32 + lane) * {W[x]};\n"
-                      + _words_in(f"{x}w", names[x], T[x]) + "\n  }" for x in "abc")
+    body = [f"  {{ const u32* cw = cregs + ((size_t)cs * 32 + lane) * {W['c']};\n"
+            + _words_in("cw", names["c"], T["c"]) + "\n  }"]
+    for j in range(chain):
+        step = f"((size_t)cs * {chain} + {j}) * 32 + lane"
+        body += [f"  {{ const u32* {x}w = {x}regs + ({step}) * {W[x]};\n"
+                 + _words_in(f"{x}w", names[x], T[x]) + "\n  }" for x in "ab"]
+        body.append(f"  e = eregs[{step}];")
+        acc = names["c"] if j == 0 else names["d"]
+        ins = ", ".join([f'"{_kind(T[x])[1]}"({r})' for x in "ab" for r in names[x]]
+                        + [f'"{_kind(T["c"])[1]}"({r})' for r in acc] + ['"r"(e)'])
+        body.append(f'  asm volatile("{var["inst"]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, '
+                    f'{_vec(nd + na + nb, nc)}, %{nd + na + nb + nc}, {var["selector"]};"\n'
+                    f'               : {outs} : {ins});')
+    body.append(f"  {{ u32* dw = dregs + ((size_t)cs * 32 + lane) * {W['d']};\n"
+                + _words_out("dw", names["d"], T["d"], None) + "\n  }")
+    nl = "\n"
     return f"""
 extern "C" __global__ void __launch_bounds__(32)
 {kname}(const u32* __restrict__ aregs, const u32* __restrict__ bregs, const u32* __restrict__ cregs,
@@ -345,14 +363,8 @@ extern "C" __global__ void __launch_bounds__(32)
 {{
   const int cs = blockIdx.x, lane = threadIdx.x;
 {decl}
-{loads}
-  u32 e = eregs[(size_t)cs * 32 + lane];
-  asm volatile("{var["inst"]} {_vec(0, nd)}, {_vec(nd, na)}, {_vec(nd + na, nb)}, {_vec(nd + na + nb, nc)}, "
-               "%{nd + na + nb + nc}, {var["selector"]};"
-               : {outs} : {ins});
-  {{ u32* dw = dregs + ((size_t)cs * 32 + lane) * {W['d']};
-{_words_out("dw", names["d"], T["d"], None)}
-  }}
+  u32 e;
+{nl.join(body)}
 }}
 """
 
@@ -484,10 +496,14 @@ ONE_LINE_TEMPLATES = {
 def attach_ptx(jobs, ptx_lines: dict) -> None:
     for j in jobs:
         lines = ptx_lines[j["kernel"]]
-        if j["kind"] == "wgmma_sp":  # one instruction: d, a, b, e, selector, p, immediates
-            assert len(lines) == 2 and lines[0].startswith("setp"), lines
-            tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, %r\d+,", "{D}, A, B, E,", lines[1])
-            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+        if j["kind"] == "wgmma_sp":  # d, a, b, e, selector, p, immediates; a chain's later steps scale-d 1
+            chain = common.chain_of(j["meta"])
+            assert len(lines) == 1 + chain and lines[0].startswith("setp"), lines
+            for step, line in enumerate(lines[1:]):
+                tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, %r\d+, (\d+), (p|1)\b", r"{D}, A, B, E, \2, p",
+                              line)
+                assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+                assert re.search(r"%r\d+, \d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
             j["meta"]["ptx"] = lines
             continue
         if j["kind"] == "wgmma":
@@ -502,11 +518,12 @@ def attach_ptx(jobs, ptx_lines: dict) -> None:
                 assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
             j["meta"]["ptx"] = lines
             continue
-        if j["kind"] in ONE_LINE_TEMPLATES:  # one instruction, its operands made symbolic
-            assert len(lines) == 1, lines
-            tmpl = ONE_LINE_TEMPLATES[j["kind"]](lines[0])
-            assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
-            j["meta"]["ptx"] = lines
+        if j["kind"] in ONE_LINE_TEMPLATES:  # one instruction a step (a chain: mma.sp), its operands made symbolic
+            assert len(lines) == common.chain_of(j["meta"]), lines
+            for line in lines:
+                tmpl = ONE_LINE_TEMPLATES[j["kind"]](line)
+                assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
+            j["meta"]["ptx"] = lines[:1]
             continue
         if j["kind"] == "mma":  # a chain's steps are the same instruction on other registers
             assert len(lines) == common.chain_of(j["meta"]), lines

@@ -1003,12 +1003,12 @@ def q8_variant(k, dtype, atype, btype, satfinite):
     return var
 
 
-def q8_step_descriptor(region, rows, step):
+def q8_step_descriptor(region, rows, step, step_bytes=32):
     """The descriptor of k-step ``step`` of an operand of ``rows`` K-major rows: K-blocks of
     128 bytes per row, 128B swizzle, each block ``rows * 128`` bytes from ``region``; a step
-    reads 32 bytes of each row, so its start address moves 32 bytes inside the block, as
-    CUTLASS's k-loop advances its descriptors."""
-    kbyte = 32 * step
+    reads ``step_bytes`` of each row (32 for every dense type; 64 for a sparse B), so its start
+    address moves that far inside the block, as CUTLASS's k-loop advances its descriptors."""
+    kbyte = step_bytes * step
     start = region + (kbyte // Q8_ATOM) * rows * Q8_ATOM + kbyte % Q8_ATOM
     return MatrixDescriptor(start, 16, 8 * Q8_ATOM, 0, "128B").encode()
 
@@ -1134,6 +1134,12 @@ def build_jobs(seed=20261122, only=None):
     from wgmma_sp_probes import q16_jobs
 
     jobs += q16_jobs(rng)
+    from sparse_probes import q17_jobs
+
+    jobs += q17_jobs(rng)
+    from wgmma_sp_probes import q18_jobs
+
+    jobs += q18_jobs(rng)
     if only:
         jobs = [j for j in jobs if j["out"].startswith(tuple(only))]
     seen = {}

@@ -42,13 +42,13 @@ TF32_PAIRS = (0x4, 0xE)
 
 
 def sparse_variant(shape, dtype, atype, btype, ctype, extra="", selector=0, spvariant="sp::ordered_metadata",
-                   tag=""):
+                   tag="", chain=1):
     m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
     inst = f"mma.{spvariant}.sync.aligned.{shape}.row.col"
     inst += ".satfinite" if extra == "satfinite" else ""
     inst += f".{dtype}.{atype}.{btype}.{ctype}"
     sp = "sp_ordered" if spvariant.endswith("ordered_metadata") else "sp"
-    name = f"mma.{sp}.{shape}.row.col.{dtype}.{atype}.{btype}.{ctype}"
+    name = f"mma.{sp}{f'.chain{chain}' if chain > 1 else ''}.{shape}.row.col.{dtype}.{atype}.{btype}.{ctype}"
     name += f".{extra}" if extra else ""
     name += f".sel{selector}{tag}"
     types = {"a": atype, "b": btype, "c": ctype, "d": dtype}
@@ -56,7 +56,7 @@ def sparse_variant(shape, dtype, atype, btype, ctype, extra="", selector=0, spva
     words = {x: lay.words for x, lay in layouts.items()}
     q = {"alayout": "row", "atype": atype, "blayout": "col", "btype": btype, "ctype": ctype, "dtype": dtype,
          "k": k, "m": m, "n": n, "op": None, "rounding": None, "satfinite": extra == "satfinite", "shape": shape,
-         "chain": 1, "sparse": spvariant, "selector": selector}
+         "chain": chain, "sparse": spvariant, "selector": selector}
     return {"name": name, "qualifiers": q, "inst": inst, "regs": dict(words), "words": words, "types": types,
             "shape": shape, "selector": selector, "layouts": layouts,
             "ptx_template": [f"{inst} D, A, B, C, E, {selector};"]}
@@ -107,7 +107,7 @@ def _pack(bits, lay):
     return pack_fragment(np.ascontiguousarray(bits), lay)
 
 
-def _job(var, regs, e, mode_list, labels, out):
+def _job(var, regs, e, mode_list, labels, out, question=None):
     n = len(mode_list)
     arrays = {f"{x}_regs": np.stack(regs[x]).astype(np.uint32) for x in "abc"}
     arrays["e_regs"] = np.stack(e).astype(np.uint32)
@@ -116,7 +116,7 @@ def _job(var, regs, e, mode_list, labels, out):
         "variant": var["name"], "qualifiers": var["qualifiers"], "ptx_template": var["ptx_template"],
         "split": "probe", "heldout_only_variant": True, "case_index": list(range(n)), "n_cases": n,
         "target": "sm_90a", "fragment_regs": var["regs"], "fragment_words": var["words"],
-        "probe_question": Q15, "case_labels": labels,
+        "probe_question": question or Q15, "case_labels": labels,
     }
     gen = {k: v for k, v in var.items() if k != "layouts"}
     return {"kind": "mma_sp", "kernel": _cid(var["name"]), "out": out, "meta": meta, "gen": gen, "arrays": arrays}
@@ -235,4 +235,68 @@ def q15_jobs(rng):
         a = var["types"]["a"]
         modes, per = ((0, 5), 8) if a in _INT8 else ((0, 1, 2, 4, 5), 4)
         jobs.append(number_job(var, rng, modes, per, unordered=True))
+    return jobs
+
+
+# ----------------------------------------------------------------------------------------------
+# Question 17: a warp's k-loop of mma.sp
+# ----------------------------------------------------------------------------------------------
+
+Q17 = ("Q17: a warp's k-loop of 16 mma.sp (each step's D the next one's C, each step its own "
+       "metadata): does a loop of the sparse instruction compute what one instruction after another "
+       "computes, as a structured-sparse GEMM's k-loop would issue it?")
+Q17_CHAIN = 16
+
+#: the k-loops of q17: (shape, dtype, atype, btype, ctype, extra, spvariant)
+Q17_FORMS = (
+    ("m16n8k32", "f32", "f16", "f16", "f32", "", "sp::ordered_metadata"),
+    ("m16n8k32", "f16", "f16", "f16", "f16", "", "sp::ordered_metadata"),
+    ("m16n8k16", "f32", "bf16", "bf16", "f32", "", "sp::ordered_metadata"),
+    ("m16n8k16", "f32", "tf32", "tf32", "f32", "", "sp::ordered_metadata"),
+    ("m16n8k64", "f32", "e4m3", "e5m2", "f32", "", "sp::ordered_metadata"),
+    ("m16n8k32", "f32", "f16", "f16", "f32", "", "sp"),
+    ("m16n8k64", "s32", "s8", "u8", "s32", "satfinite", "sp::ordered_metadata"),
+    ("m16n8k32", "s32", "u8", "s8", "s32", "", "sp::ordered_metadata"),
+    ("m16n8k128", "s32", "s4", "u4", "s32", "satfinite", "sp::ordered_metadata"),
+)
+
+
+def chain_job(var, rng, modes, per_mode, unordered=False):
+    """Number cases of a k-loop: the compressed A (M x chain*K/2) and B (chain*K x N) drawn
+    whole, step ``j`` taking the columns (rows) from ``j*K/2`` (``j*K``) on and metadata of its
+    own: ``a_regs[i, j]``, ``b_regs[i, j]``, ``e_regs[i, j]``.  Mode 3 gives every nibble of
+    every step the same index pair, so that C can be drawn close to -(A.B)."""
+    q, T, L = var["qualifiers"], var["types"], var["layouts"]
+    m, n, k, chain = q["m"], q["n"], q["k"], q["chain"]
+    regs, e, mode_list = {x: [] for x in "abc"}, [], []
+    for mode in modes:
+        for _ in range(per_mode):
+            A = sample(rng, T["a"], (m, chain * k // 2), mode, "ab", T["d"])
+            B = sample(rng, T["b"], (chain * k, n), mode, "ab", T["d"])
+            C = sample(rng, T["c"], (m, n), mode, "c", T["d"])
+            if mode == 3 and T["a"] not in _INT8 + _INT4:
+                word, v = _uniform_metadata(rng, var)
+                meta = np.repeat(word[None], chain, axis=0)
+                C = _cancel_c(_dense_uniform(A, v, T["a"], chain * k), B, T, rng)
+            else:
+                meta = _metadata(rng, var, chain, unordered)
+            steps = {"a": [A[:, j * k // 2:(j + 1) * k // 2] for j in range(chain)],
+                     "b": [B[j * k:(j + 1) * k] for j in range(chain)]}
+            for x in "ab":
+                regs[x].append(np.stack([_pack(np.asarray(t).astype(storage(T[x])), L[x]) for t in steps[x]]))
+            regs["c"].append(_pack(np.asarray(C).astype(storage(T["c"])), L["c"]))
+            e.append(meta)
+            mode_list.append(mode)
+    labels = [f"k-loop of {chain}, random mode {mode}" for mode in mode_list]
+    return _job(var, regs, e, mode_list, labels, f"q17_mma_sp_k_loop/{var['name']}.npz", Q17)
+
+
+def q17_jobs(rng):
+    jobs = []
+    for *form, spvariant in Q17_FORMS:
+        unordered = spvariant == "sp"
+        var = sparse_variant(*form, spvariant=spvariant, tag=".unordered" if unordered else "", chain=Q17_CHAIN)
+        a = var["types"]["a"]
+        modes, per = ((0, 5), 4) if a in _INT8 + _INT4 else ((0, 1, 2, 3, 4, 5), 2)
+        jobs.append(chain_job(var, rng, modes, per, unordered))
     return jobs

@@ -28,9 +28,9 @@ import numpy as np
 from fastmma.layout.descriptor import MatrixDescriptor
 from fastmma.layout.wgmma_fragments import pack_a, pack_d
 
-from probes import BITS, Image, _canonical_desc, _chunks, place, wgmma_job, wgmma_variant
+from probes import BITS, Image, _canonical_desc, _chunks, _q8_cancel, place, q8_step_descriptor, wgmma_job, wgmma_variant
 from samplers import sample, storage
-from sparse_probes import ANY_PAIR, ORDERED, TF32_PAIRS, _ones, _small
+from sparse_probes import ANY_PAIR, ORDERED, TF32_PAIRS, _dense_uniform, _ones, _small
 
 Q16 = ("Q16: wgmma.mma_async.sp (PTX ISA 9.7.15.6) on sm_90a: which bits of which thread's metadata "
        "place each compressed A element, where a descriptor finds B's 64 bytes of K, and how the sparse "
@@ -136,9 +136,10 @@ def _case(var, A=None, B=None, C=None, e=None, scale_d=1, swz=("none", "none"), 
     return img, a_desc, b_desc, a_regs, c_regs, scale_d, e
 
 
-def sp_job(var, cases, out, labels, modes):
-    """A wgmma job (:func:`probes.wgmma_job`) of kind ``wgmma_sp``, each case's metadata in ``e_regs``."""
-    job = wgmma_job(var, [c[:6] for c in cases], out, Q16, labels=labels, modes=modes)
+def sp_job(var, cases, out, labels, modes, question=Q16):
+    """A wgmma job (:func:`probes.wgmma_job`) of kind ``wgmma_sp``, each case's metadata in ``e_regs``
+    (a chain's: one register file a step along the second axis)."""
+    job = wgmma_job(var, [c[:6] for c in cases], out, question, labels=labels, modes=modes)
     job["arrays"]["e_regs"] = np.stack([c[6] for c in cases]).astype(np.uint32)[..., None]
     job["kind"] = "wgmma_sp"
     return job
@@ -254,4 +255,68 @@ def q16_jobs(rng):
                 jobs.append(number_job(sp_variant(n, "s32", a, b, src, satfinite=sat), rng, (0, 5), 6))
     for a, d in (("f16", "f32"), ("e4m3", "f32"), ("s8", "s32")):
         jobs.append(number_job(sp_variant(32, d, a, a, "desc", tag=".unordered"), rng, (0, 1), 3, unordered=True))
+    return jobs
+
+
+# ----------------------------------------------------------------------------------------------
+# Question 18: a warpgroup's k-loop of wgmma.mma_async.sp
+# ----------------------------------------------------------------------------------------------
+
+Q18_CHAIN = 8
+Q18 = (f"Q18: a sparse GEMM's k-loop: {Q18_CHAIN} wgmma.mma_async.sp in one commit group accumulating into "
+       "the same registers, stepping along K through a compressed A (64 x K/2) and B (K x N) as a kernel "
+       "does, each step with its own metadata: fastmma.matmul_sp must give the recorded D")
+#: (dtype, atype, btype, satfinite) of the recorded k-loops, all m64n64, A from descriptors
+Q18_FORMS = (("f32", "f16", "f16", False), ("f16", "f16", "f16", False), ("f32", "bf16", "bf16", False),
+             ("f32", "tf32", "tf32", False), ("f32", "e4m3", "e5m2", False), ("f16", "e5m2", "e4m3", False),
+             ("s32", "s8", "u8", True), ("s32", "u8", "s8", False))
+
+
+def q18_variant(dtype, atype, btype, satfinite):
+    var = sp_variant(64, dtype, atype, btype, "desc", satfinite=satfinite)
+    var["name"] = var["name"].replace("wgmma_sp.", f"wgmma_sp.chain{Q18_CHAIN}.", 1)
+    var["qualifiers"] = dict(var["qualifiers"], chain=Q18_CHAIN)
+    return var
+
+
+def q18_case(var, rng, mode, scale_d):
+    """A compressed A (64 x chain*K/2) and B (chain*K x 64) in 128B-swizzled K-blocks, step ``j``
+    reading 32 bytes of each A row and 64 of each B row from ``j`` steps in
+    (:func:`probes.q8_step_descriptor`), and a metadata register file a step.  Mode 3 gives every
+    nibble the same index pair, so that C can be drawn close to -(A.B)."""
+    q = var["qualifiers"]
+    n, k, at, bt, dt = q["n"], q["k"], q["atype"], q["btype"], q["dtype"]
+    K = k * Q18_CHAIN
+    A = sample(rng, at, (64, K // 2), mode, "ab", dt)
+    Bt = sample(rng, bt, (n, K), mode, "ab", dt)
+    a_bytes = 64 * K // 2 * BITS[at] // 8
+    img = np.zeros(a_bytes + n * K * BITS[bt] // 8, np.uint8)
+    a_desc, b_desc = [], []
+    for j in range(Q18_CHAIN):
+        a_desc.append(q8_step_descriptor(0, 64, j))
+        b_desc.append(q8_step_descriptor(a_bytes, n, j, step_bytes=64))
+        place(img, a_desc[-1], A[:, j * k // 2:(j + 1) * k // 2], at, "K")
+        place(img, b_desc[-1], Bt[:, j * k:(j + 1) * k], bt, "K")
+    C = sample(rng, dt, (64, n), mode, "c", dt)
+    if mode == 3 and at not in _INT8:
+        v = int(rng.choice(_nibbles(at)))
+        e = np.repeat(_uniform(v)[None], Q18_CHAIN, axis=0)
+        C = _q8_cancel(_dense_uniform(A, v, at, K), Bt, at, bt, dt, rng)
+    else:
+        e = np.stack([_metadata(rng, at) for _ in range(Q18_CHAIN)])
+    return img, a_desc, b_desc, np.zeros((128, 4), np.uint32), pack_d(np.asarray(C).astype(storage(dt)), dt), \
+        scale_d, e
+
+
+def q18_jobs(rng):
+    jobs = []
+    for form in Q18_FORMS:
+        var = q18_variant(*form)
+        ints = var["qualifiers"]["atype"] in _INT8
+        runs = [(0, 1), (0, 1), (5, 1), (5, 1), (0, 0)] if ints else \
+            [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (0, 0)]
+        cases = [q18_case(var, rng, mode, sd) for mode, sd in runs]
+        labels = [f"k-loop of {Q18_CHAIN}, random mode {mode}, scale-d {sd}" for mode, sd in runs]
+        jobs.append(sp_job(var, cases, f"q18_wgmma_sp_k_loop/{var['name']}.npz", labels, [m for m, _ in runs],
+                           Q18))
     return jobs
