@@ -158,7 +158,9 @@ def non_finite(bits: np.ndarray, fmt: Format | str) -> np.ndarray:
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
     if not fmt.is_float:
         return np.zeros(np.shape(bits), bool)
-    x = np.asarray(bits).astype(np.int64) >> fmt.ignored_low_bits  # tf32: a float32's top 19 bits
+    x = np.asarray(bits)
+    # in the storage's own width: widened to int64, the temporaries were 4-8 times B's size
+    x = x.view(f"u{x.dtype.itemsize}") >> fmt.ignored_low_bits  # tf32: a float32's top 19 bits
     ones_e, ones_m = (1 << fmt.exp_bits) - 1, (1 << fmt.man_bits) - 1
     special = ((x >> fmt.man_bits) & ones_e) == ones_e
     return special if fmt.ieee_specials else special & ((x & ones_m) == ones_m)
