@@ -75,13 +75,69 @@ def _reference(inst, A, B, C):
     return A.astype(np.float64) @ B.astype(np.float64) + (0 if C is None else C.astype(np.float64))
 
 
+def _resolve(args):
+    """``(instruction, sparse)``.  ``--sparse`` reads the instruction as ``mma.sp`` /
+    ``wgmma.mma_async.sp``; otherwise it is read as a dense one first and as a sparse one
+    second (a short form such as ``m64n256k32.f32.f16.f16`` names only a sparse instruction)."""
+    from .errors import InvalidInstructionError
+    from .gemm import resolve_instruction
+    from .sparse_gemm import resolve_sparse_instruction
+
+    if args.sparse:
+        return resolve_sparse_instruction(args.instruction), True
+    try:
+        return resolve_instruction(args.instruction), False
+    except InvalidInstructionError as dense_error:
+        try:
+            return resolve_sparse_instruction(args.instruction), True
+        except InvalidInstructionError:
+            raise dense_error from None
+
+
+def _pruned(rng, A, atype):
+    """A random dense A pruned as ``atype``'s sparsity keeps it: in each chunk, the kept number
+    of places (``.s4``/``.u4``: aligned pairs) chosen at random, the others zero."""
+    from .layout.sparse_metadata import chunk_geometry
+
+    chunk, kept = chunk_geometry(atype)
+    if A.shape[-1] % chunk:
+        raise OperandError(f"--sparse: K must be a whole number of {atype}'s chunks of {chunk}, got K={A.shape[-1]}")
+    unit = 2 if chunk == 8 else 1
+    order = rng.random(A.shape[:-1] + (A.shape[-1] // chunk, chunk // unit)).argsort(axis=-1)
+    keep = order < kept // unit
+    return np.where(np.repeat(keep, unit, axis=-1).reshape(A.shape), A, np.zeros_like(A))
+
+
+def _sparse_operands(args, inst, A, B):
+    """``(dense A, kept A, columns)`` of a sparse GEMM: ``--a`` is the compressed A where
+    ``--columns`` gives its columns, else a dense, pruned A (random inputs: pruned here), which
+    :func:`fastmma.layout.sparse_metadata.compress` compresses.  The dense A is for the error
+    report."""
+    from .formats import get_format
+    from .layout.sparse_metadata import compress
+
+    if args.columns is None:
+        return (A,) + compress(A, inst.atype)
+    columns = _load(args.columns, "columns")
+    if columns.shape != A.shape or columns.dtype.kind not in "iu":
+        raise OperandError(f"--columns must be an integer array of A's shape {A.shape} (the dense column of each "
+                           f"kept element), got {columns.dtype} {columns.shape}")
+    K = B.shape[-2] if B.ndim >= 2 else 0
+    dense = np.zeros(A.shape[:-1] + (K,), np.float64 if get_format(inst.atype).is_float else np.int64)
+    if columns.size and (columns.min() < 0 or columns.max() >= K):
+        raise OperandError(f"--columns must lie in 0..{K - 1} (B's rows), got {columns.min()}..{columns.max()}")
+    np.put_along_axis(dense, columns.astype(np.intp), A.astype(dense.dtype), axis=-1)
+    return dense, A, columns
+
+
 def _cmd_gemm(args) -> int:
     from .formats import get_format
-    from .gemm import matmul, resolve_instruction
+    from .gemm import matmul
+    from .sparse_gemm import matmul_sp
 
-    inst = resolve_instruction(args.instruction)
+    inst, sparse = _resolve(args)
     fa, fb, fc = get_format(inst.atype), get_format(inst.btype), get_format(inst.ctype)
-    _check_options(args)
+    _check_options(args, sparse)
     if args.a or args.b:
         if not (args.a and args.b):
             raise OperandError("--a and --b go together (give both .npy files, or neither for random inputs)")
@@ -97,6 +153,11 @@ def _cmd_gemm(args) -> int:
         A, B = _random_operand(rng, fa, (m, k)), _random_operand(rng, fb, (k, n))
         C = _random_operand(rng, fc, (m, n)) if args.with_c else None
         source = f"random inputs (standard normal / full-range integers), seed {args.seed}"
+        if sparse:
+            A = _pruned(rng, A, inst.atype)
+            source += f", A pruned at random to {inst.atype}'s sparsity"
+    if sparse:
+        A, kept, columns = _sparse_operands(args, inst, A, B)
     M, K = A.shape[-2:] if A.ndim >= 2 else (0, 0)
     N = B.shape[-1] if B.ndim >= 2 else 0
     stack = _stack_shape(A, B, C)
@@ -107,10 +168,14 @@ def _cmd_gemm(args) -> int:
     bar = None
     if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
         bar = ProgressBar(sys.stderr)
-    if not args.scheduler:
+    if sparse:
+        _warm_up(inst, kept, B, C, out, columns)
+    elif not args.scheduler:
         _warm_up(inst, A, B, C, out)
     t0 = time.perf_counter()
-    if args.scheduler:
+    if sparse:
+        D = matmul_sp(kept, columns, B, C, instruction=inst, progress=bar)
+    elif args.scheduler:
         from .dask import run_gemm_on_cluster
 
         if bar is None and args.progress != "never":
@@ -132,9 +197,13 @@ def _cmd_gemm(args) -> int:
     return 0
 
 
-def _check_options(args) -> None:
+def _check_options(args, sparse: bool) -> None:
     """The options that need no data, checked before any input is made or read and before
     minutes of work: a bad one is an error now, not a traceback at the end."""
+    if sparse and args.scheduler:
+        raise OperandError("--scheduler runs dense GEMMs; a sparse instruction runs here (fastmma.matmul_sp)")
+    if args.columns and not (sparse and args.a):
+        raise OperandError("--columns gives the columns of a compressed --a, for a sparse instruction (--sparse)")
     if args.seed < 0:
         raise OperandError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.out and not Path(args.out).resolve().parent.is_dir():
@@ -158,20 +227,27 @@ def _check_memory(m, n, k, fa, fb, args) -> None:
                            f"and check, more than this machine's {total / 2**30:.1f} GiB of memory")
 
 
-def _warm_up(inst, A, B, C, out):
+def _warm_up(inst, A, B, C, out, columns=None):
     """Load (or, the first time, compile) the kernels on a corner of the data, so that the
-    time reported is the GEMM's and not numba's."""
+    time reported is the GEMM's and not numba's.  With ``columns``, ``A`` is a sparse GEMM's
+    compressed A (the corner's K/2 kept elements of each row lie in its K columns, which are
+    whole chunks)."""
     from .gemm import matmul
     from .kernels import FAST_KERNEL_MIN_MACS
+    from .sparse_gemm import matmul_sp
 
-    if any(x.ndim < 2 or 0 in x.shape[:-2] for x in (A, B, C) if x is not None):
+    if any(x.ndim < 2 or 0 in x.shape[:-2] for x in (A, B, C, columns) if x is not None):
         return  # matmul refuses them, or has no GEMM to run
-    A, B, C = (None if x is None else x[(0,) * (x.ndim - 2)] for x in (A, B, C))  # a stack's first matrices
-    if A.shape[0] * A.shape[1] * B.shape[1] < FAST_KERNEL_MIN_MACS:
+    A, B, C, columns = (None if x is None else x[(0,) * (x.ndim - 2)] for x in (A, B, C, columns))  # a stack's first
+    if A.shape[0] * B.shape[0] * B.shape[1] < FAST_KERNEL_MIN_MACS:
         return
-    m, k, n = min(A.shape[0], 64), min(A.shape[1], 512), min(B.shape[1], 512)
+    m, k, n = min(A.shape[0], 64), min(B.shape[0], 512), min(B.shape[1], 512)
+    C = None if C is None else C[:m, :n]
     t0 = time.perf_counter()
-    matmul(A[:m, :k], B[:k, :n], None if C is None else C[:m, :n], instruction=inst)
+    if columns is None:
+        matmul(A[:m, :k], B[:k, :n], C, instruction=inst)
+    else:
+        matmul_sp(A[:m, :k // 2], columns[:m, :k // 2], B[:k, :n], C, instruction=inst)
     dt = time.perf_counter() - t0
     how = "compiled (once: numba caches them on disk)" if dt > 2.0 else "loaded from numba's cache"
     print(f"kernels: {how} in {dt:.1f} s", file=out)
@@ -457,6 +533,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--a", metavar="A.npy", help="A from a .npy file (with --b)")
     p.add_argument("--b", metavar="B.npy", help="B from a .npy file (with --a)")
     p.add_argument("--c", metavar="C.npy", help="C from a .npy file")
+    p.add_argument("--sparse", action="store_true",
+                   help="read the instruction as mma.sp / wgmma.mma_async.sp (fastmma.matmul_sp): A is a dense, "
+                        "pruned matrix (random inputs: pruned at random), or with --columns the compressed one")
+    p.add_argument("--columns", metavar="COLUMNS.npy",
+                   help="with --sparse and --a: the dense column of each element of a compressed A (M x K/2)")
     p.add_argument("--with-c", action="store_true", help="random inputs: add a random C")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--out", "-o", metavar="D.npy", help="write D to a .npy file")

@@ -29,7 +29,10 @@ from .isa import MmaSync, WgmmaMmaAsync, WmmaMma, parse
 from .kernels import execute, execute_stack, stack_run
 from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
 
-SHORT_FORM_PREFIXES = ("wgmma.mma_async.sync.aligned.", "wmma.mma.sync.aligned.row.col.", "mma.sync.aligned.row.col.")
+#: The PTX text a short form (``shape.types``) is tried as, in order, each in the ISA's order of
+#: qualifiers: wmma's layouts come before the shape, mma's after it.
+SHORT_FORM_TEMPLATES = ("wgmma.mma_async.sync.aligned.{shape}.{types}", "wmma.mma.sync.aligned.row.col.{shape}.{types}",
+                        "mma.sync.aligned.{shape}.row.col.{types}")
 
 
 def resolve_instruction(instruction):
@@ -45,16 +48,16 @@ def resolve_instruction(instruction):
 
 
 class InstructionKinds(NamedTuple):
-    """What a GEMM entry point takes: instruction classes, the prefixes its short forms are
-    tried with (in order), a short form for the messages, and what it needs, in words."""
+    """What a GEMM entry point takes: instruction classes, the PTX templates its short forms are
+    tried as (in order), a short form for the messages, and what it needs, in words."""
 
     classes: tuple
-    prefixes: tuple[str, ...]
+    templates: tuple[str, ...]
     example: str
     needs: str
 
 
-DENSE = InstructionKinds((WgmmaMmaAsync, WmmaMma, MmaSync), SHORT_FORM_PREFIXES, "m64n256k16.f32.f16.f16",
+DENSE = InstructionKinds((WgmmaMmaAsync, WmmaMma, MmaSync), SHORT_FORM_TEMPLATES, "m64n256k16.f32.f16.f16",
                          "matmul needs a dense mma instruction (wgmma.mma_async, wmma.mma or mma.sync; "
                          "fastmma.matmul_sp takes mma.sp and wgmma.mma_async.sp)")
 
@@ -80,12 +83,13 @@ def _resolve_text(text: str, kinds: InstructionKinds):
         if not isinstance(inst, kinds.classes):
             raise InvalidInstructionError(f"{kinds.needs}, got {inst}")
         return inst
+    shape, _, types = text.lstrip(".").partition(".")
     errors = []
-    for prefix in kinds.prefixes:
+    for template in kinds.templates:
         try:
-            return parse(prefix + text.lstrip("."))
+            return parse(template.format(shape=shape, types=types))
         except InvalidInstructionError as exc:
-            errors.append(f"as {prefix.split('.sync')[0]}: {exc}")
+            errors.append(f"as {template.split('.sync')[0]}: {exc}")
     raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
 
 

@@ -42,14 +42,15 @@ from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
 from .mma import _scale_d, broadcast_stacks, checked_columns, flat_stack, scale_d_flag, stack_bits
 
-SPARSE_SHORT_FORM_PREFIXES = ("wgmma.mma_async.sp.sync.aligned.", "mma.sp.sync.aligned.row.col.")
+SPARSE_SHORT_FORM_TEMPLATES = ("wgmma.mma_async.sp.sync.aligned.{shape}.{types}",
+                               "mma.sp.sync.aligned.{shape}.row.col.{types}")
 
 #: The B rows gathered for one call of the row kernels: about this many bytes (the rows of a
 #: block of A's rows, over a range of B's columns), so that they stay in the cores' caches.
 GATHER_BYTES = 1 << 22
 
 
-SPARSE = InstructionKinds((MmaSp, WgmmaMmaAsyncSp), SPARSE_SHORT_FORM_PREFIXES, "m64n256k32.f32.f16.f16",
+SPARSE = InstructionKinds((MmaSp, WgmmaMmaAsyncSp), SPARSE_SHORT_FORM_TEMPLATES, "m64n256k32.f32.f16.f16",
                           "matmul_sp needs a sparse instruction (mma.sp or wgmma.mma_async.sp); fastmma.matmul "
                           "takes the dense ones")
 

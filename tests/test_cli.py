@@ -54,6 +54,54 @@ def test_gemm_files_in_and_out_match_the_library(tmp_path, capsys):
     assert np.array_equal(np.load(out_path), expected)
 
 
+def test_gemm_sparse_random_inputs_are_pruned_and_compressed(tmp_path, capsys):
+    """A short form that names only a sparse instruction runs as ``matmul_sp``: the random A is
+    pruned 2:4 at random, and D is ``matmul_sp`` of its compression with the same seed's B."""
+    import fastmma
+    from fastmma.layout.sparse_metadata import compress
+
+    out_path = tmp_path / "d.npy"
+    assert main(["gemm", "-i", "m64n32k32.f32.f16.f16", "--m", "70", "--n", "24", "--k", "96", "--seed", "3",
+                 "-o", str(out_path)]) == 0
+    text = capsys.readouterr().out
+    assert "instruction: wgmma.mma_async.sp.sync.aligned.m64n32k32.f32.f16.f16" in text
+    assert "pruned at random to f16's sparsity" in text and "vs float64 reference: max abs error" in text
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((70, 96)).astype(np.float16), rng.standard_normal((96, 24)).astype(np.float16)
+    keep = rng.random((70, 24, 4)).argsort(axis=-1) < 2  # two places a chunk, drawn after B as the CLI does
+    A = np.where(keep.reshape(70, 96), A, np.float16(0))
+    D = np.load(out_path)
+    assert D.shape == (70, 24) and np.array_equal(D, fastmma.matmul_sp(*compress(A, "f16"), B,
+                                                                      instruction="m64n32k32.f32.f16.f16"))
+
+
+def test_gemm_sparse_files_dense_or_compressed_with_columns(tmp_path, capsys):
+    """``--sparse`` reads a warp shape as ``mma.sp``; ``--a`` is a pruned dense A, or with
+    ``--columns`` the compressed one; both give ``matmul_sp``'s bits."""
+    import fastmma
+    from fastmma.layout.sparse_metadata import compress
+
+    rng = np.random.default_rng(1)
+    dense = rng.integers(-128, 128, (20, 64)).astype(np.int8)
+    dense[:, 1::4] = dense[:, 2::4] = 0
+    B = rng.integers(0, 256, (64, 9)).astype(np.uint8)
+    kept, columns = compress(dense, "s8")
+    files = {}
+    for name, x in (("dense", dense), ("kept", kept), ("columns", columns), ("b", B)):
+        files[name] = tmp_path / f"{name}.npy"
+        np.save(files[name], x)
+    short = "m16n8k64.s32.s8.u8.s32"  # mma.sp: no wgmma.mma_async.sp has this shape
+    expected = fastmma.matmul_sp(kept, columns, B, instruction=short)
+    for a_args in ([str(files["dense"])], [str(files["kept"]), "--columns", str(files["columns"])]):
+        out_path = tmp_path / "d.npy"
+        assert main(["gemm", "--sparse", "-i", short, "--a", *a_args, "--b", str(files["b"]), "-o",
+                     str(out_path)]) == 0
+        text = capsys.readouterr().out
+        assert "instruction: mma.sp." in text and ".m16n8k64." in text, text
+        assert "shape: M=20 N=9 K=64" in text and "0 of 180 entries differ" in text
+        assert np.array_equal(np.load(out_path), expected)
+
+
 def test_gemm_on_stacks_of_matrices(tmp_path, capsys):
     """.npy stacks (batch dimensions first) multiply as matmul's stacks do; the b1 report's
     exact product broadcasts too (0 entries differ: no s32 wraps)."""
@@ -130,6 +178,11 @@ def test_explain_counts_the_groups_of_a_wmma_tf32():
     (("gemm", "--size", "16", "--out", "no/such/folder/d.npy"), "no/such/folder/d.npy"),
     (("gemm", "--size", "16", "--block", "0", "--scheduler", "tcp://127.0.0.1:1"),
      "block sizes must be positive"),  # before any attempt to connect
+    (("gemm", "-i", "m64n8k32.f32.f16.f16", "--size", "16", "--scheduler", "tcp://127.0.0.1:1"),
+     "--scheduler runs dense GEMMs"),
+    (("gemm", "--size", "16", "--columns", "c.npy"), "--columns gives the columns of a compressed --a"),
+    (("gemm", "--sparse", "-i", "m64n8k32.f32.f16.f16", "--m", "4", "--n", "4", "--k", "6"),
+     "K must be a whole number of f16's chunks of 4, got K=6"),
     (("ptx", "no/such/snippet.ptx"), "cannot read no/such/snippet.ptx"),
     (("ptx", "-", "--reg", "descA"), "--reg takes NAME[:TYPE]=VALUE"),
     (("ptx", "-", "--reg", "x=twelve"), "'twelve' is not an integer"),
@@ -243,7 +296,7 @@ def test_explain_mma_sync():
 def test_gemm_of_an_mma_sync_short_form():
     code, out, err = run("gemm", "--instruction", "m16n8k32.f32.e4m3.e4m3.f32", "--size", "64")
     assert code == 0, err
-    assert "mma.sync.aligned.row.col.m16n8k32.f32.e4m3.e4m3.f32" in out
+    assert "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32" in out  # the ISA's order: shape, then layouts
 
 
 def test_info_counts_mma_sync_recordings(capsys, golden_dir):
