@@ -115,18 +115,17 @@ def _sparse_operands(args, inst, A, B):
     report."""
     from .formats import get_format
     from .layout.sparse_metadata import compress
+    from .mma import checked_columns
 
     if args.columns is None:
         return (A,) + compress(A, inst.atype)
     columns = _load(args.columns, "columns")
-    if columns.shape != A.shape or columns.dtype.kind not in "iu":
-        raise OperandError(f"--columns must be an integer array of A's shape {A.shape} (the dense column of each "
-                           f"kept element), got {columns.dtype} {columns.shape}")
-    K = B.shape[-2] if B.ndim >= 2 else 0
-    dense = np.zeros(A.shape[:-1] + (K,), np.float64 if get_format(inst.atype).is_float else np.int64)
-    if columns.size and (columns.min() < 0 or columns.max() >= K):
-        raise OperandError(f"--columns must lie in 0..{K - 1} (B's rows), got {columns.min()}..{columns.max()}")
-    np.put_along_axis(dense, columns.astype(np.intp), A.astype(dense.dtype), axis=-1)
+    if A.ndim < 2 or B.ndim < 2 or columns.shape != A.shape:
+        raise OperandError(f"--a and --columns must be matrices (or stacks) of one shape, --b a matrix (..., K, N); "
+                           f"got {A.shape}, {columns.shape} and {B.shape}")
+    columns = checked_columns(columns, A.shape[-2:], B.shape[-2])
+    dense = np.zeros(A.shape[:-1] + (B.shape[-2],), np.float64 if get_format(inst.atype).is_float else np.int64)
+    np.put_along_axis(dense, columns, A.astype(dense.dtype), axis=-1)
     return dense, A, columns
 
 

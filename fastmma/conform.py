@@ -5,11 +5,11 @@ Every recorded case is executed as a user would: wmma cases through
 fragment and the stored memory compared; a chain's k-steps in turn, each D the next C),
 wgmma cases through :func:`fastmma.wgmma.mma_async` (a chain's instructions in sequence,
 scale-d on the first), wgmma.mma_async.sp cases through :func:`fastmma.wgmma.mma_async_sp_stack`
-(a file's cases in one call), mma cases through :func:`fastmma.mma_sync.mma` on the recorded
-registers, mma.sp cases through :func:`fastmma.mma_sync.mma_sp` on the recorded registers and
-metadata (a chain's steps in turn), ldmatrix and stmatrix cases through :mod:`fastmma.ldmatrix` on the recorded image
-and addresses, movmatrix cases through :func:`fastmma.ldmatrix.movmatrix` on the recorded
-registers.
+(a file's cases in one call a step), mma cases through :func:`fastmma.mma_sync.mma` on the
+recorded registers, mma.sp cases through :func:`fastmma.mma_sync.mma_sp` on the recorded
+registers and metadata (a chain's steps in turn, each D the next C), ldmatrix and stmatrix
+cases through :mod:`fastmma.ldmatrix` on the recorded image and addresses, movmatrix cases
+through :func:`fastmma.ldmatrix.movmatrix` on the recorded registers.
 Every output bit is compared; a case passes only if all of them match.  The format is
 described in tests/golden/FORMAT.md.
 """
@@ -303,11 +303,17 @@ def replay_mma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> 
     inst = _instruction(meta["ptx"][0], MmaSync, "mma.sync")
     chain = chain_length(meta)
     for i in range(len(arrays["mode"])):
-        a, b = arrays["a_regs"][i], arrays["b_regs"][i]
         d = arrays["c_regs"][i]
-        for j in range(chain):
-            d = mma_sync.mma(inst, a[j] if chain > 1 else a, b[j] if chain > 1 else b, d)
+        for a, b in _register_steps(arrays, i, "ab", chain):
+            d = mma_sync.mma(inst, a, b, d)
         _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
+
+
+def _register_steps(arrays: dict, case: int, names: str, chain: int):
+    """Case ``case``'s registers ``names`` (``"abe"``: a_regs, b_regs, e_regs) step by step: a
+    chain's hold a step axis after the case axis (:data:`STEP_REGISTERS`)."""
+    regs = [arrays[f"{x}_regs"][case] for x in names]
+    return zip(*regs) if chain > 1 else [tuple(regs)]
 
 
 def replay_mma_sp(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
@@ -317,9 +323,8 @@ def replay_mma_sp(arrays: dict, meta: dict, result: FileResult, limit: int = 8) 
     inst = _instruction(meta["ptx"][0], MmaSp, "mma.sp")
     chain = chain_length(meta)
     for i in range(len(arrays["mode"])):
-        steps = [arrays[f"{x}_regs"][i] for x in "abe"]
         d = arrays["c_regs"][i]
-        for a, b, e in zip(*(steps if chain > 1 else ([x] for x in steps))):
+        for a, b, e in _register_steps(arrays, i, "abe", chain):
             d = mma_sync.mma_sp(inst, a, b, d, e)
         _compare(result, i, "d_regs", arrays["d_regs"][i], d, limit)
 
