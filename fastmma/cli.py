@@ -75,21 +75,21 @@ def _reference(inst, A, B, C):
     return A.astype(np.float64) @ B.astype(np.float64) + (0 if C is None else C.astype(np.float64))
 
 
-def _resolve(args):
-    """``(instruction, sparse)``.  ``--sparse`` reads the instruction as ``mma.sp`` /
+def _resolve(text: str, sparse: bool = False):
+    """``(instruction, sparse)`` of text or a short form.  ``sparse`` reads it as ``mma.sp`` /
     ``wgmma.mma_async.sp``; otherwise it is read as a dense one first and as a sparse one
     second (a short form such as ``m64n256k32.f32.f16.f16`` names only a sparse instruction)."""
     from .errors import InvalidInstructionError
     from .gemm import resolve_instruction
     from .sparse_gemm import resolve_sparse_instruction
 
-    if args.sparse:
-        return resolve_sparse_instruction(args.instruction), True
+    if sparse:
+        return resolve_sparse_instruction(text), True
     try:
-        return resolve_instruction(args.instruction), False
+        return resolve_instruction(text), False
     except InvalidInstructionError as dense_error:
         try:
-            return resolve_sparse_instruction(args.instruction), True
+            return resolve_sparse_instruction(text), True
         except InvalidInstructionError:
             raise dense_error from None
 
@@ -134,7 +134,7 @@ def _cmd_gemm(args) -> int:
     from .gemm import matmul
     from .sparse_gemm import matmul_sp
 
-    inst, sparse = _resolve(args)
+    inst, sparse = _resolve(args.instruction, args.sparse)
     fa, fb, fc = get_format(inst.atype), get_format(inst.btype), get_format(inst.ctype)
     _check_options(args, sparse)
     if args.a or args.b:
@@ -377,13 +377,12 @@ def _numerics(inst) -> str:
 
 
 def _cmd_explain(args) -> int:
-    from .gemm import resolve_instruction
     from .isa import (Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma,
                       WmmaStore, parse)
 
     text = args.instruction
     full = ("wgmma", "wmma", "mma.", "ldmatrix", "stmatrix", "movmatrix")
-    inst = parse(text) if text.strip().startswith(full) else resolve_instruction(text)
+    inst = parse(text) if text.strip().startswith(full) else _resolve(text)[0]
     print(f"instruction: {inst}")
     print(f"kind: {type(inst).__name__} ({inst.opcode})")
     if isinstance(inst, (WgmmaMmaAsync, WgmmaMmaAsyncSp)):

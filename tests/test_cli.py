@@ -162,6 +162,13 @@ def test_explain_states_the_rule(capsys):
     assert "applied" not in out  # wgmma fuses all its k terms
 
 
+def test_explain_reads_a_short_form_that_names_only_a_sparse_instruction(capsys):
+    assert main(["explain", "m64n256k32.f32.f16.f16"]) == 0  # no dense f16 wgmma has k32
+    out = capsys.readouterr().out
+    assert "instruction: wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16" in out
+    assert "A 64x16 (compressed: a row keeps 16 of its 32)" in out
+
+
 def test_explain_counts_the_groups_of_a_wmma_tf32():
     code, out, _ = run("explain", "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32")
     assert code == 0
