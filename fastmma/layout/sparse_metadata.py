@@ -208,8 +208,9 @@ def check_row_columns(columns: np.ndarray, atype: str, spvariant: str) -> None:
     bad = ~meaningful[values]
     if bad.any():
         what = "wgmma.mma_async.sp" if spvariant == WGMMA_SP else f"mma.{spvariant}"
-        _refuse_places(bad, cols.reshape(values.shape + (_KEPT[row.chunk],)), row, f"of {row.name} {what} keeps its places in an order the metadata can name "
-                                        f"({_orders(meaningful, places)})")
+        _refuse_places(bad, cols.reshape(values.shape + (_KEPT[row.chunk],)), row,
+                       f"of {row.name} {what} keeps its places in an order the metadata can name "
+                       f"({_orders(meaningful, places)})")
 
 
 def _orders(meaningful: np.ndarray, places: np.ndarray) -> str:

@@ -493,29 +493,29 @@ ONE_LINE_TEMPLATES = {
 }
 
 
+#: kind -> (the operands of a compiled wgmma line, as a pattern whose group ``scale_d`` is the
+#: predicate ``p`` or the immediate 1; the same operands as its ptx_template writes them)
+WGMMA_OPERANDS = {
+    "wgmma": (r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (?P<scale_d>p|1)\b", "{D}, A, B, p"),
+    "wgmma_sp": (r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, %r\d+, (?P<selector>\d+), (?P<scale_d>p|1)\b",
+                 r"{D}, A, B, E, \g<selector>, p"),  # d, a, b, e, selector, p
+}
+
+
 def attach_ptx(jobs, ptx_lines: dict) -> None:
     for j in jobs:
         lines = ptx_lines[j["kernel"]]
-        if j["kind"] == "wgmma_sp":  # d, a, b, e, selector, p, immediates; a chain's later steps scale-d 1
-            chain = common.chain_of(j["meta"])
-            assert len(lines) == 1 + chain and lines[0].startswith("setp"), lines
-            for step, line in enumerate(lines[1:]):
-                tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, %r\d+, (\d+), (p|1)\b", r"{D}, A, B, E, \2, p",
-                              line)
-                assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
-                assert re.search(r"%r\d+, \d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
-            j["meta"]["ptx"] = lines
-            continue
-        if j["kind"] == "wgmma":
+        if j["kind"] in WGMMA_OPERANDS:
+            # the template must be the compiled text with its operands made symbolic; a
+            # chain's later instructions take the immediate scale-d 1 for the predicate p
+            pattern, symbolic = WGMMA_OPERANDS[j["kind"]]
             chain = common.chain_of(j["meta"])
             assert len(lines) == 1 + chain and lines[0].startswith("setp"), lines
             assert all(x.startswith("wgmma") for x in lines[1:]), lines
-            # the template must be the compiled text with its operands made symbolic; a
-            # chain's later instructions take the immediate scale-d 1 for the predicate p
             for step, line in enumerate(lines[1:]):
-                tmpl = re.sub(r"\{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+, (p|1)\b", "{D}, A, B, p", line)
+                tmpl = re.sub(pattern, symbolic, line)
                 assert tmpl == j["meta"]["ptx_template"][0], (tmpl, j["meta"]["ptx_template"])
-                assert re.search(r"%rd\d+, (p|1)\b", line).group(1) == ("p" if step == 0 else "1"), line
+                assert re.search(pattern, line).group("scale_d") == ("p" if step == 0 else "1"), line
             j["meta"]["ptx"] = lines
             continue
         if j["kind"] in ONE_LINE_TEMPLATES:  # one instruction a step (a chain: mma.sp), its operands made symbolic

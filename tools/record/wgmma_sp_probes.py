@@ -28,7 +28,8 @@ import numpy as np
 from fastmma.layout.descriptor import MatrixDescriptor
 from fastmma.layout.wgmma_fragments import pack_a, pack_d
 
-from probes import BITS, Image, _canonical_desc, _chunks, _q8_cancel, place, q8_step_descriptor, wgmma_job, wgmma_variant
+from probes import (BITS, Image, _canonical_desc, _chunks, _q8_cancel, place, q8_step_descriptor, wgmma_job,
+                    wgmma_variant)
 from samplers import sample, storage
 from sparse_probes import ANY_PAIR, ORDERED, TF32_PAIRS, _dense_uniform, _ones, _small
 
