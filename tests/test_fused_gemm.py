@@ -1084,7 +1084,36 @@ def test_the_fma_pass_is_taken_only_where_exact():
     assert low_codes(f16, f16, 25, -133, 16, 31) is None  # 16 terms below 2^27 do not fit 2^22
     assert low_codes(e4m3, e5m2, 13, -133, 32, 19) is not None
     assert low_codes(e4m3, e5m2, 13, -133, 32, -10) is None  # the smallest magic number would be subnormal
-    assert set(FMA_KERNELS) == {32}
+    assert low_codes(e4m3, e5m2, 13, -133, 64, 19) is not None  # 64 terms below 2^15: a spread sparse group
+    assert set(FMA_KERNELS) == {32, 64}
+
+
+@pytest.mark.parametrize("text", ["wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", "wgmma.mma_async.m64n8k32.f16.e5m2.e4m3"])
+@pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "raw"])
+def test_groups_of_64_equal_the_reference(text, mode):
+    """The kernels of groups of 64 (a sparse fp8 ``wgmma.mma_async.sp`` spread to its dense
+    columns, :func:`fastmma.kernels.execute_spread`) on fp8 rules with every one of the 64
+    terms of a group non-zero: the pass by fused multiply-adds and by conversions, float32
+    and float64 lanes, the 2-D and the stack (narrow) kernels, against the reference kernel
+    run with the same group."""
+    from dataclasses import replace
+
+    inst = parse(text)
+    rule = replace(inst.rule, group=64)
+    rng = np.random.default_rng(abs(hash((text, mode, 64))) % 2**32)
+    c_acc, ctype = c_as_accumulator(rule, random_bits(rng, inst.ctype, (40, 70), mode), inst.ctype)
+    params = [format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)]
+    for m, fma, wide, narrow in [(40, None, None, False), (40, False, False, False), (40, False, True, False),
+                                 (20, True, None, True), (20, False, False, True), (5, None, True, True)]:
+        a = random_bits(rng, inst.atype, (m, 3 * 64), mode)
+        b = random_bits(rng, inst.btype, (3 * 64, 70), mode)
+        c = c_acc[:m]
+        for use_c in (True, False):
+            got = fused_gemm(rule, a, b, c, *params, c_emin=get_format(ctype).min_exponent,
+                             d_emin=get_format(inst.dtype).min_exponent, use_c=use_c, neg_a=False, neg_b=False,
+                             wide=wide, fma=fma, narrow=narrow)
+            ref = reference(rule, a, b, c, inst.atype, inst.btype, ctype, inst.dtype, use_c=use_c)
+            assert np.array_equal(got, ref), (m, fma, wide, narrow, use_c)
 
 
 @pytest.mark.parametrize("fa,fb", [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")])

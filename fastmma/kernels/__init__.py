@@ -182,7 +182,7 @@ def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, 
 
 #: The group sizes of the blocked float kernels (``fused_gemm.KERNELS``), which a spread sparse
 #: A's group (the instruction's whole k) must be one of.
-SPREAD_GROUPS = (4, 8, 16, 32)
+SPREAD_GROUPS = (4, 8, 16, 32, 64)
 
 
 def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, terms: int,

@@ -23,7 +23,8 @@ another way.  For each output element and each group of ``G`` k-terms:
   (:func:`_finish_row_rz32`).
 
 Pass 2 by fused multiply-adds (fp8 operands, x86 with AVX-512: :func:`_rows_fma`).  A
-group's fp8 terms are below ``2^15`` grid units, so 32 of them fit the window of a float32
+group's fp8 terms are below ``2^15`` grid units, so 32 of them (64 in a sparse A spread to its
+dense columns) fit the window of a float32
 "magic" accumulator ``1.5 * 2^23 * g`` whose last bit is the grid
 ``g``: a fused multiply-add rounding toward zero then rounds each exact product down onto
 the grid, one vector operation per 16 products where the conversion pass takes four
@@ -128,7 +129,7 @@ FMA_MIN_ROWS = 16
 #: term can pass 2^31: 16 terms below 2^27 (f16 and bf16 keep 25 fraction bits) plus C's
 #: below 2^26, in the rows where :func:`_may_wrap` finds a sum that close to it (any group
 #: whose bound passes 2^31 takes that test: :func:`_finish_group`).  The other rules' sums
-#: cannot pass it (tf32: 8 or 4 such terms; fp8: 32 terms below 2^15).  A sparse A spread to
+#: cannot pass it (tf32: 8 or 4 such terms; fp8: 32, or 64 in a spread group, below 2^15).  A sparse A spread to
 #: its dense columns (:func:`fastmma.kernels.execute_spread`) has groups of 32 with 16
 #: non-zero terms.
 WRAPPING_GROUP = 16
@@ -644,6 +645,9 @@ def _gather_group(runs, bits, r0, rows, c0, G):
     elif G == 4:
         for rr in range(rows):
             copy_run(runs, rr * 4, bits[r0 + rr], c0, 4)
+    elif G == 64:
+        for rr in range(rows):
+            copy_run(runs, rr * 64, bits[r0 + rr], c0, 64)
     else:
         for rr in range(rows):
             for k in range(G):
@@ -1402,6 +1406,11 @@ def _rows_g32_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, 
 
 
 @njit(cache=True, _nrt=False)
+def _rows_g64_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 64, 16)
+
+
+@njit(cache=True, _nrt=False)
 def _rows_g4_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
     _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 4, 4)
 
@@ -1422,8 +1431,18 @@ def _rows_g32_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, 
 
 
 @njit(cache=True, _nrt=False)
+def _rows_g64_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 64, 16)
+
+
+@njit(cache=True, _nrt=False)
 def _rows_fma_g32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
     _rows_fma(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16)
+
+
+@njit(cache=True, _nrt=False)
+def _rows_fma_g64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+    _rows_fma(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 64, 16)
 
 
 @njit(cache=True, inline="always")
@@ -1673,10 +1692,31 @@ def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, 
                       True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
 
 
-KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32,
-           (4, True): _g4_64, (8, True): _g8_64, (16, True): _g16_64, (32, True): _g32_64}
+@njit(parallel=True, cache=True)
+def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+            abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g64_32, 64, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+
+
+@njit(parallel=True, cache=True)
+def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+            abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g64_64, 64, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+
+
+@njit(parallel=True, cache=True)
+def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+             abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g64, 64, False,
+                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+
+
+KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32, (64, False): _g64_32,
+           (4, True): _g4_64, (8, True): _g8_64, (16, True): _g16_64, (32, True): _g32_64, (64, True): _g64_64}
 #: the kernels whose pass 2 is by fused multiply-adds (:func:`_rows_fma`), by group size
-FMA_KERNELS = {32: _g32_fma}
+FMA_KERNELS = {32: _g32_fma, 64: _g64_fma}
 
 
 @njit(cache=True, inline="always")
@@ -1771,10 +1811,29 @@ def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, 
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
+@njit(parallel=True, cache=True)
+def _s64_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g64_32, 64, False, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
+
+
+@njit(parallel=True, cache=True)
+def _s64_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g64_64, 64, True, False,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
+
+
+@njit(parallel=True, cache=True)
+def _s64_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g64, 64, False, True,
+                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
+
+
 #: the kernels of stacks of GEMMs (:func:`_stack_body`), as :data:`KERNELS` and :data:`FMA_KERNELS`
 STACK_KERNELS = {(4, False): _s4_32, (8, False): _s8_32, (16, False): _s16_32, (32, False): _s32_32,
-                 (4, True): _s4_64, (8, True): _s8_64, (16, True): _s16_64, (32, True): _s32_64}
-STACK_FMA_KERNELS = {32: _s32_fma}
+                 (64, False): _s64_32, (4, True): _s4_64, (8, True): _s8_64, (16, True): _s16_64,
+                 (32, True): _s32_64, (64, True): _s64_64}
+STACK_FMA_KERNELS = {32: _s32_fma, 64: _s64_fma}
 
 
 # ---------------------------------------------------------------- specials
