@@ -16,14 +16,16 @@ Elements the columns leave out take no part (an infinity or NaN of B facing one 
 reach D).  Two ways compute it, with the same bits:
 
 * **Spread** (:func:`fastmma.kernels.execute_spread`), where the instruction's rule is one
-  fused sum or an exact integer dot of its kept products, the blocked kernels have a group of
-  its whole k, and B holds no infinity or NaN: A is spread to its dense columns, zeros
-  elsewhere, and one dense GEMM runs with a group of the instruction's k.  A zero term adds
-  nothing to a group and does not move its ``e_max``, which starts at ``e_zero``.
-* **Rows** otherwise (fp8, whose groups of 64 no kernel has, ``mma.sp``'s fp8 expansion, a B
-  with infinities or NaN): each row of D is one chain of GEMVs against the B rows its kept
-  elements pick, which :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of
-  rows and columns, and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
+  fused sum or an exact integer dot of its kept products and the blocked kernels have a group
+  of its whole k, for the columns of B that hold no infinity or NaN: A is spread to its dense
+  columns, zeros elsewhere, and one dense GEMM runs with a group of the instruction's k.  A
+  zero term adds nothing to a group and does not move its ``e_max``, which starts at
+  ``e_zero``; an infinity or NaN of B facing a spread zero would make a NaN.
+* **Rows** otherwise (``mma.sp``'s fp8 expansion, which is not one fused sum, and the columns
+  of B that hold an infinity or NaN; each column of D depends on its column of B alone): each
+  row of D is one chain of GEMVs against the B rows its kept elements pick, which
+  :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of rows and columns,
+  and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
 """
 
 from __future__ import annotations
@@ -124,11 +126,39 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
         c = flat_stack(c, batch).reshape(rows, 1, n)
     kw = dict(use_c=use_c, neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
     rule = spread_rule(inst)
-    if rule is not None and not non_finite(b, inst.btype).any():
+    rows_only = non_finite(b, inst.btype).any(axis=(0, 1))  # B's columns with an inf or NaN (any B of the stack)
+    if rule is None or rows_only.all():
+        d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
+    elif not rows_only.any():
         d = _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m)
     else:
-        d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
+        d = _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only) -> np.ndarray:
+    """D bits (R, 1, N) where only some of B's columns hold an inf or NaN: each column of D
+    depends on its own column of B alone, so the others take the spread way and these the rows."""
+    good, bad = np.flatnonzero(~rows_only), np.flatnonzero(rows_only)
+    first, second = _shares(progress, [good.size, bad.size])
+    d = np.empty(c.shape[:-1] + (b.shape[-1],), get_format(inst.dtype).storage)
+    d[..., good] = _spread(inst, rule, a, cols, _columns(b, good), b_index, _columns(c, good), kw, first, m)
+    d[..., bad] = _row_blocks(inst, a, cols, _columns(b, bad), b_index, _columns(c, bad), kw, second)
+    return d
+
+
+def _columns(x, picks):
+    return np.ascontiguousarray(x[..., picks])
+
+
+def _shares(progress, sizes):
+    """``progress`` callbacks for parts of a GEMM run one after another, each part's
+    ``(done, total)`` reported as its share (``sizes``) of one count that rises to their sum."""
+    if progress is None:
+        return [None] * len(sizes)
+    starts = np.cumsum([0] + list(sizes[:-1]))
+    return [lambda done, total, start=int(start), size=int(size): progress(start + size * done // total, sum(sizes))
+            for start, size in zip(starts, sizes)]
 
 
 def spread_rule(inst):

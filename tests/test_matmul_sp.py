@@ -199,7 +199,8 @@ def test_exact_data_against_numpy_and_imm_scale_negates():
 @pytest.mark.parametrize("text", ["m64n16k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "m64n8k32.f32.bf16.bf16",
                                   "m64n8k16.f32.tf32.tf32", "mma.sp.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
                                   "m16n8k16.f16.f16.f16.f16", "m64n8k64.s32.u8.s8.satfinite",
-                                  "mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.u4.s32"])
+                                  "mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.u4.s32", "m64n8k64.f32.e4m3.e5m2",
+                                  "m64n16k64.f16.e5m2.e4m3"])
 @pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "specials in A and C"])
 def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
     """The two ways (fastmma.sparse_gemm's docstring) on the same operands, B finite: the spread
@@ -211,13 +212,47 @@ def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
     rng = np.random.default_rng(seed(text, mode))
     A, cols, B, C = operands(inst, (150, 70, 8 * inst.shape.k), mode.split()[0], rng)
     if mode.startswith("specials"):
-        B = values(rng, inst.btype, B.shape, "wide")  # finite: the spread way's condition
+        B = values(rng, inst.btype, B.shape, "wide")
+    with np.errstate(invalid="ignore"):  # finite, the spread way's condition (e4m3 has no inf: wide values give NaN)
+        B = np.where(np.isfinite(B.astype(np.float64)), B, np.zeros((), B.dtype))
     spreads, spread_way = [], sg._spread
     monkeypatch.setattr(sg, "_spread", lambda *args: spreads.append(1) or spread_way(*args))
     spread = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
     assert spreads, "the spread way did not run"
     monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
     assert np.array_equal(bits(spread), bits(fastmma.matmul_sp(A, cols, B, C, instruction=inst)))
+
+
+@pytest.mark.parametrize("text", ["m64n16k32.f32.f16.f16", "m64n8k64.f16.e5m2.e4m3", "m64n8k64.s32.u8.s8.satfinite"])
+def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
+    """Where some of B's columns hold an inf or NaN (a stack of two Bs, each with its own),
+    those columns take the rows and the others the spread way: the same bits as the rows for
+    every column, and progress rises to its total."""
+    import fastmma.sparse_gemm as sg
+
+    inst = resolve_sparse_instruction(text)
+    rng = np.random.default_rng(seed(text, "columns"))
+    A, cols, B, C = operands(inst, (40, 30, 4 * inst.shape.k), "narrow", rng)
+    B = np.stack([B, B[:, ::-1]])
+    if get_format(inst.btype).is_float:
+        special = np.inf if inst.btype != "e4m3" else np.nan
+        B[0, 3, 5] = B[1, 7, 11] = special
+        B[1, 0, 5] = -special
+    ways = []
+    for name, b_arg in (("_spread", 4), ("_row_blocks", 3)):
+        way = getattr(sg, name)
+        monkeypatch.setattr(sg, name, lambda *args, way=way, name=name, i=b_arg: ways.append((name, args[i].shape[-1]))
+                            or way(*args))
+    calls = []
+    split = fastmma.matmul_sp(A, cols, B, C, instruction=inst, progress=lambda d, t: calls.append((d, t)))
+    float_b = get_format(inst.btype).is_float
+    assert sorted(ways) == ([("_row_blocks", 2), ("_spread", 28)] if float_b else [("_spread", 30)])
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1][0] == calls[-1][1]
+    monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
+    rows = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    assert np.array_equal(bits(split), bits(rows))
+    if float_b:
+        assert np.isnan(split[:, :, 5]).any() or np.isinf(split[:, :, 5]).any()
 
 
 def test_spread_int32_sums_that_wrap_are_rounded_right():
@@ -316,9 +351,10 @@ def test_stacks_broadcast_and_k_padding():
 
 def test_blocks_of_rows_and_columns_and_progress(monkeypatch):
     """Small gather blocks (many blocks of rows and of columns) give the same bits, and the
-    progress calls rise to their total."""
+    progress calls rise to their total (the rows way for every column)."""
     import fastmma.sparse_gemm as sg
 
+    monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
     inst = resolve_sparse_instruction("m64n8k64.f32.e4m3.e4m3")
     rng = np.random.default_rng(9)
     A, cols, B, C = operands(inst, (50, 300, 128), "specials", rng)
