@@ -164,13 +164,13 @@ def _cmd_gemm(args) -> int:
     print(f"instruction: {inst}", file=out)
     print(f"shape: M={M} N={N} K={K}{f', a stack of {stack}' if stack else ''}; {source}", file=out)
     macs = M * N * K * math.prod(stack)
-    bar = None
-    if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
-        bar = ProgressBar(sys.stderr)
     if sparse:
         _warm_up(inst, kept, B, C, out, columns)
     elif not args.scheduler:
         _warm_up(inst, A, B, C, out)
+    bar = None  # made after the warm-up, so that its clock does not count the kernels' compile
+    if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
+        bar = ProgressBar(sys.stderr)
     t0 = time.perf_counter()
     if sparse:
         D = matmul_sp(kept, columns, B, C, instruction=inst, progress=bar)

@@ -131,6 +131,20 @@ def test_gemm_progress_bar_goes_to_stderr(capsys):
     assert "100.0%" not in captured.out
 
 
+def test_gemm_progress_bar_starts_after_the_warm_up(monkeypatch, capsys):
+    """The bar's clock starts once the kernels are compiled (the quick start's first call
+    compiles for half a minute; its bar had shown that time beside a GEMM of 0.2 s)."""
+    import fastmma.cli as cli
+
+    order = []
+    warm_up, bar = cli._warm_up, cli.ProgressBar
+    monkeypatch.setattr(cli, "_warm_up", lambda *args: order.append("warm-up") or warm_up(*args))
+    monkeypatch.setattr(cli, "ProgressBar", lambda *args, **kw: order.append("bar") or bar(*args, **kw))
+    assert main(["gemm", "-i", "m64n8k16.f32.f16.f16", "--m", "8", "--n", "64", "--k", "16",
+                 "--progress", "always", "--no-check"]) == 0
+    assert order == ["warm-up", "bar"] and "100.0%" in capsys.readouterr().err
+
+
 def test_conform_prints_per_file_and_a_summary(golden_dir):
     code, out, _ = run("conform", str(golden_dir / "wmma" / "wmma.m8n8k32.row.col.s32.s32.s4.crow.drow.npz"))
     assert code == 0
