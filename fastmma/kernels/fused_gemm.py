@@ -24,11 +24,10 @@ another way.  For each output element and each group of ``G`` k-terms:
 
 Pass 2 by fused multiply-adds (fp8 operands, x86 with AVX-512: :func:`_rows_fma`).  A
 group's fp8 terms are below ``2^15`` grid units, so 32 of them (64 in a sparse A spread to its
-dense columns) fit the window of a float32
-"magic" accumulator ``1.5 * 2^23 * g`` whose last bit is the grid
-``g``: a fused multiply-add rounding toward zero then rounds each exact product down onto
-the grid, one vector operation per 16 products where the conversion pass takes four
-(product, scale, truncating conversion, integer add).  Rounding down is truncation for all
+dense columns) fit the window of a float32 "magic" accumulator ``1.5 * 2^23 * g`` whose last
+bit is the grid ``g``: a fused multiply-add rounding toward zero then rounds each exact
+product down onto the grid, one vector operation per 16 products where the conversion pass
+takes four (product, scale, truncating conversion, integer add).  Rounding down is truncation for all
 but the negative terms that are not whole on the grid; those are counted in uint8 lanes
 from the exponents of the last set bits of the operands' significands (:class:`LowCodes`)
 and added back.  Both loops keep their running values in registers
@@ -129,9 +128,9 @@ FMA_MIN_ROWS = 16
 #: term can pass 2^31: 16 terms below 2^27 (f16 and bf16 keep 25 fraction bits) plus C's
 #: below 2^26, in the rows where :func:`_may_wrap` finds a sum that close to it (any group
 #: whose bound passes 2^31 takes that test: :func:`_finish_group`).  The other rules' sums
-#: cannot pass it (tf32: 8 or 4 such terms; fp8: 32, or 64 in a spread group, below 2^15).  A sparse A spread to
-#: its dense columns (:func:`fastmma.kernels.execute_spread`) has groups of 32 with 16
-#: non-zero terms.
+#: cannot pass it (tf32: 8 or 4 such terms; fp8: 32, or 64 in a spread group, below 2^15).
+#: A sparse A spread to its dense columns (:func:`fastmma.kernels.execute_spread`) has f16
+#: groups of 32 with 16 non-zero terms.
 WRAPPING_GROUP = 16
 #: Pass 1's columns are padded to a multiple of this (:func:`_padded`): LLVM unrolls its
 #: loop over 64-lane int8 vectors four times.  The other loops' columns, to whole vectors:
