@@ -126,8 +126,9 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
         c = flat_stack(c, batch).reshape(rows, 1, n)
     kw = dict(use_c=use_c, neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
     rule = spread_rule(inst)
-    rows_only = non_finite(b, inst.btype).any(axis=(0, 1))  # B's columns with an inf or NaN (any B of the stack)
-    if rule is None or rows_only.all():
+    # B's columns with an inf or NaN (any B of the stack), scanned only where the spread way can run
+    rows_only = None if rule is None else non_finite(b, inst.btype).any(axis=(0, 1))
+    if rows_only is None or rows_only.all():
         d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
     elif not rows_only.any():
         d = _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m)
@@ -141,7 +142,7 @@ def _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_onl
     depends on its own column of B alone, so the others take the spread way and these the rows."""
     good, bad = np.flatnonzero(~rows_only), np.flatnonzero(rows_only)
     first, second = _shares(progress, [good.size, bad.size])
-    d = np.empty(c.shape[:-1] + (b.shape[-1],), get_format(inst.dtype).storage)
+    d = np.empty(c.shape, get_format(inst.dtype).storage)
     d[..., good] = _spread(inst, rule, a, cols, _columns(b, good), b_index, _columns(c, good), kw, first, m)
     d[..., bad] = _row_blocks(inst, a, cols, _columns(b, bad), b_index, _columns(c, bad), kw, second)
     return d
@@ -156,8 +157,8 @@ def _shares(progress, sizes):
     ``(done, total)`` reported as its share (``sizes``) of one count that rises to their sum."""
     if progress is None:
         return [None] * len(sizes)
-    starts = np.cumsum([0] + list(sizes[:-1]))
-    return [lambda done, total, start=int(start), size=int(size): progress(start + size * done // total, sum(sizes))
+    whole, starts = sum(sizes), np.cumsum([0] + list(sizes[:-1]))
+    return [lambda done, total, start=int(start), size=int(size): progress(start + size * done // total, whole)
             for start, size in zip(starts, sizes)]
 
 

@@ -27,10 +27,10 @@ group's fp8 terms are below ``2^15`` grid units, so 32 of them (64 in a sparse A
 dense columns) fit the window of a float32 "magic" accumulator ``1.5 * 2^23 * g`` whose last
 bit is the grid ``g``: a fused multiply-add rounding toward zero then rounds each exact
 product down onto the grid, one vector operation per 16 products where the conversion pass
-takes four (product, scale, truncating conversion, integer add).  Rounding down is truncation for all
-but the negative terms that are not whole on the grid; those are counted in uint8 lanes
-from the exponents of the last set bits of the operands' significands (:class:`LowCodes`)
-and added back.  Both loops keep their running values in registers
+takes four (product, scale, truncating conversion, integer add).  Rounding down is
+truncation for all but the negative terms that are not whole on the grid; those are counted
+in uint8 lanes from the exponents of the last set bits of the operands' significands
+(:class:`LowCodes`) and added back.  Both loops keep their running values in registers
 (:mod:`.register_blocks`).  f16, bf16 and tf32 terms (25 fraction bits, up to 2^27 grid
 units) do not fit a float32 window.
 
