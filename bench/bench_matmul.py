@@ -143,11 +143,13 @@ def _beside_numpy(benchmark, record_ratio, case, shape, label, rounds):
     record_ratio(case, label, benchmark.stats.stats.min, "numpy float32", baseline)
 
 
-#: structured-sparse GEMMs (``fastmma.matmul_sp``, a k-loop of ``wgmma.mma_async.sp``): the dense
-#: M = K = N of the cube, half of K kept in every chunk of a row
+#: structured-sparse GEMMs (``fastmma.matmul_sp``, a k-loop of ``wgmma.mma_async.sp``, and of
+#: ``mma.sp`` for fp8, whose rule differs): the dense M = K = N of the cube, half of K kept in
+#: every chunk of a row
 SPARSE_CASES = {
     "f16->f32 2:4": ("m64n256k32.f32.f16.f16", np.float16),
     "e4m3->f32 2:4": ("m64n256k64.f32.e4m3.e4m3", ml_dtypes.float8_e4m3fn),
+    "e4m3->f32 2:4 mma.sp": ("mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3.f32", ml_dtypes.float8_e4m3fn),
     "s8->s32 2:4": ("m64n224k64.s32.s8.s8", np.int8),
 }
 SPARSE_SIZES = [size for size in SIZES if size <= 1024]

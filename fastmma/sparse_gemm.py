@@ -20,9 +20,11 @@ reach D).  Two ways compute it, with the same bits:
   of its whole k, for the columns of B that hold no infinity or NaN: A is spread to its dense
   columns, zeros elsewhere, and one dense GEMM runs with a group of the instruction's k.  A
   zero term adds nothing to a group and does not move its ``e_max``, which starts at
-  ``e_zero``; an infinity or NaN of B facing a spread zero would make a NaN.
-* **Rows** otherwise (``mma.sp``'s fp8 expansion, which is not one fused sum, and the columns
-  of B that hold an infinity or NaN; each column of D depends on its column of B alone): each
+  ``e_zero``; an infinity or NaN of B facing a spread zero would make a NaN.  ``mma.sp``'s
+  fp8 expansion, two fused f16 steps per instruction, runs so as well, each step a group of
+  half the instruction's dense columns (:class:`~fastmma.isa.numerics.SpreadConvertedF16Rule`).
+* **Rows** otherwise (the columns of B that hold an infinity or NaN; each column of D
+  depends on its column of B alone): each
   row of D is one chain of GEMVs against the B rows its kept elements pick, which
   :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of rows and columns,
   and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
@@ -38,7 +40,7 @@ import numpy as np
 from .errors import OperandError
 from .formats import from_bits, get_format, non_finite
 from .gemm import InstructionKinds, checked_progress, resolve_as
-from .isa import FusedDotRule, IntDotRule, MmaSp, WgmmaMmaAsyncSp
+from .isa import FusedDotRule, IntDotRule, MmaSp, SparseConvertedF16Rule, SpreadConvertedF16Rule, WgmmaMmaAsyncSp
 from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, launch_lock
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
@@ -168,6 +170,8 @@ def spread_rule(inst):
     rule, k = inst.rule, inst.shape.k
     if isinstance(rule, IntDotRule) or (isinstance(rule, FusedDotRule) and k in SPREAD_GROUPS):
         return replace(rule, group=k)
+    if isinstance(rule, SparseConvertedF16Rule) and k // 2 in SPREAD_GROUPS:
+        return SpreadConvertedF16Rule(replace(rule.inner, group=k // 2), k)
     return None
 
 

@@ -200,7 +200,8 @@ def test_exact_data_against_numpy_and_imm_scale_negates():
                                   "m64n8k16.f32.tf32.tf32", "mma.sp.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
                                   "m16n8k16.f16.f16.f16.f16", "m64n8k64.s32.u8.s8.satfinite",
                                   "mma.sp.sync.aligned.m16n8k128.row.col.s32.s4.u4.s32", "m64n8k64.f32.e4m3.e5m2",
-                                  "m64n16k64.f16.e5m2.e4m3"])
+                                  "m64n16k64.f16.e5m2.e4m3", "mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e5m2.f32",
+                                  "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e5m2.e5m2.f32"])
 @pytest.mark.parametrize("mode", ["narrow", "wide", "tiny", "specials in A and C"])
 def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
     """The two ways (fastmma.sparse_gemm's docstring) on the same operands, B finite: the spread
@@ -223,7 +224,8 @@ def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
     assert np.array_equal(bits(spread), bits(fastmma.matmul_sp(A, cols, B, C, instruction=inst)))
 
 
-@pytest.mark.parametrize("text", ["m64n16k32.f32.f16.f16", "m64n8k64.f16.e5m2.e4m3", "m64n8k64.s32.u8.s8.satfinite"])
+@pytest.mark.parametrize("text", ["m64n16k32.f32.f16.f16", "m64n8k64.f16.e5m2.e4m3", "m64n8k64.s32.u8.s8.satfinite",
+                                  "mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e5m2.f32"])
 def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
     """Where some of B's columns hold an inf or NaN (a stack of two Bs, each with its own),
     those columns take the rows and the others the spread way: the same bits as the rows for

@@ -20,11 +20,12 @@ from .instruction import (
     WmmaStore,
 )
 from .numerics import (ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule,
-                       SparseConvertedF16Rule)
+                       SparseConvertedF16Rule, SpreadConvertedF16Rule)
 from .parser import parse
 
 __all__ = [
     "parse", "Instruction", "Operand", "Shape", "WgmmaMmaAsync", "WgmmaMmaAsyncSp", "WgmmaFence", "WgmmaCommitGroup",
     "WgmmaWaitGroup", "WmmaLoad", "WmmaMma", "WmmaStore", "MmaSync", "MmaSp", "FusedDotRule", "IntDotRule", "PopcRule",
-    "FmaChainRule", "ConvertedF16Rule", "FfmaExpansionRule", "SparseConvertedF16Rule", "Ldmatrix", "Stmatrix", "Movmatrix",
+    "FmaChainRule", "ConvertedF16Rule", "FfmaExpansionRule", "SparseConvertedF16Rule",
+    "SpreadConvertedF16Rule", "Ldmatrix", "Stmatrix", "Movmatrix",
 ]

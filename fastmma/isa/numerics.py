@@ -198,6 +198,26 @@ class SparseConvertedF16Rule(ConvertedF16Rule):
 
 
 @dataclass(frozen=True)
+class SpreadConvertedF16Rule(ConvertedF16Rule):
+    """:class:`SparseConvertedF16Rule` on a sparse A spread to its dense columns (zeros where
+    a row keeps nothing; ``fastmma.matmul_sp``): one instruction is ``k`` dense columns, the
+    first f16 step takes the columns of the even 4-wide chunks and the second those of the
+    odd ones, each a fused sum of ``k / 2`` terms (``inner``) of which half can be non-zero.
+    The same bits as the sparse rule wherever B holds no infinity or NaN: a zero term adds
+    nothing to a fused sum and does not move its largest exponent."""
+
+    def k_order(self) -> tuple[int, ...]:
+        """The dense columns in the order the two f16 steps take them."""
+        return (tuple(i for i in range(self.k) if (i // 4) % 2 == 0)
+                + tuple(i for i in range(self.k) if (i // 4) % 2 == 1))
+
+    def describe(self) -> str:
+        return (f"A and B converted to f16; the {self.k // 2} columns of the even 4-wide chunks, then those of "
+                f"the odd ones, each half by the f16 rule ({self.inner.describe()}), the first from +0 and the "
+                f"second onto it; then C added with one addition rounded to nearest even, NaN canonical")
+
+
+@dataclass(frozen=True)
 class FfmaExpansionRule:
     """``mma.sync.m8n8k4`` with f16 inputs on sm_90a, as ptxas (CUDA 13.0) expands it: sm_90 has
     no tensor-core form of it, and the SASS converts each f16 element to f32 (``HADD2.F32``)
