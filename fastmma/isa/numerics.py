@@ -186,19 +186,24 @@ class SparseConvertedF16Rule(ConvertedF16Rule):
     step is the f16 tensor core's fused sum of ``k / 2`` terms (``inner``).
     """
 
+    #: how many of the rule's ``k`` columns one 4-wide chunk of the dense row holds
+    per_chunk = 2
+
     def k_order(self) -> tuple[int, ...]:
-        """The compressed indices in the order the two f16 steps take them."""
-        return (tuple(i for i in range(self.k) if (i // 2) % 2 == 0)
-                + tuple(i for i in range(self.k) if (i // 2) % 2 == 1))
+        """The rule's columns in the order the two f16 steps take them: the even chunks', then
+        the odd chunks'."""
+        odd = [(i // self.per_chunk) % 2 for i in range(self.k)]
+        return tuple(i for i in range(self.k) if not odd[i]) + tuple(i for i in range(self.k) if odd[i])
 
     def describe(self) -> str:
-        return (f"A and B converted to f16; of the {self.k} kept products, those of the even 4-wide chunks, then "
+        what = "kept products" if self.per_chunk == 2 else "dense columns (half of them zero)"
+        return (f"A and B converted to f16; of the {self.k} {what}, those of the even 4-wide chunks, then "
                 f"those of the odd ones, each half by the f16 rule ({self.inner.describe()}), the first from +0 "
                 f"and the second onto it; then C added with one addition rounded to nearest even, NaN canonical")
 
 
 @dataclass(frozen=True)
-class SpreadConvertedF16Rule(ConvertedF16Rule):
+class SpreadConvertedF16Rule(SparseConvertedF16Rule):
     """:class:`SparseConvertedF16Rule` on a sparse A spread to its dense columns (zeros where
     a row keeps nothing; ``fastmma.matmul_sp``): one instruction is ``k`` dense columns, the
     first f16 step takes the columns of the even 4-wide chunks and the second those of the
@@ -206,15 +211,7 @@ class SpreadConvertedF16Rule(ConvertedF16Rule):
     The same bits as the sparse rule wherever B holds no infinity or NaN: a zero term adds
     nothing to a fused sum and does not move its largest exponent."""
 
-    def k_order(self) -> tuple[int, ...]:
-        """The dense columns in the order the two f16 steps take them."""
-        return (tuple(i for i in range(self.k) if (i // 4) % 2 == 0)
-                + tuple(i for i in range(self.k) if (i // 4) % 2 == 1))
-
-    def describe(self) -> str:
-        return (f"A and B converted to f16; the {self.k // 2} columns of the even 4-wide chunks, then those of "
-                f"the odd ones, each half by the f16 rule ({self.inner.describe()}), the first from +0 and the "
-                f"second onto it; then C added with one addition rounded to nearest even, NaN canonical")
+    per_chunk = 4
 
 
 @dataclass(frozen=True)
