@@ -279,7 +279,12 @@ def test_add_nearest_is_ieee_addition():
         with np.errstate(all="ignore"):
             want = (x.view(ftype) + y.view(ftype)).view(storage).copy()
         want[np.isnan(want.view(ftype))] = nan
+        x_before = x.copy()
         np.testing.assert_array_equal(add_nearest(x, y, dtype), want)
+        assert np.array_equal(x, x_before), "add_nearest wrote over its operand"
+        np.testing.assert_array_equal(add_nearest(x, y, dtype, in_place=True), want)
+        if dtype == "f32":  # the sum written over p (converted_sum's own arrays)
+            np.testing.assert_array_equal(x, want)
 
 
 def test_matmul_is_the_k_loop_of_single_instructions():
