@@ -23,8 +23,8 @@ reach D).  Two ways compute it, with the same bits:
   ``e_zero``; an infinity or NaN of B facing a spread zero would make a NaN.  ``mma.sp``'s
   fp8 expansion, two fused f16 steps per instruction, runs so as well, each step a group of
   half the instruction's dense columns (:class:`~fastmma.isa.numerics.SpreadConvertedF16Rule`).
-* **Rows** otherwise (the columns of B that hold an infinity or NaN; each column of D
-  depends on its column of B alone): each
+* **Rows** otherwise (the columns of B that hold an infinity or NaN, each column of D
+  depending on its column of B alone; the spread way then runs on B with them zeroed): each
   row of D is one chain of GEMVs against the B rows its kept elements pick, which
   :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of rows and columns,
   and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
@@ -141,11 +141,14 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
 
 def _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only) -> np.ndarray:
     """D bits (R, 1, N) where only some of B's columns hold an inf or NaN: each column of D
-    depends on its own column of B alone, so the others take the spread way and these the rows."""
-    good, bad = np.flatnonzero(~rows_only), np.flatnonzero(rows_only)
-    first, second = _shares(progress, [good.size, bad.size])
-    d = np.empty(c.shape, get_format(inst.dtype).storage)
-    d[..., good] = _spread(inst, rule, a, cols, _columns(b, good), b_index, _columns(c, good), kw, first, m)
+    depends on its own column of B alone, so these take the rows, and the spread way runs on
+    a B whose columns that hold one are zeros (cheaper than gathering the others: the spread
+    way's cost on the columns it need not compute is below the rows' on them)."""
+    bad = np.flatnonzero(rows_only)
+    first, second = _shares(progress, [b.shape[-1], bad.size])
+    finite = b.copy()
+    finite[..., bad] = 0
+    d = _spread(inst, rule, a, cols, finite, b_index, c, kw, first, m)
     d[..., bad] = _row_blocks(inst, a, cols, _columns(b, bad), b_index, _columns(c, bad), kw, second)
     return d
 

@@ -228,8 +228,8 @@ def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
                                   "mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e5m2.f32"])
 def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
     """Where some of B's columns hold an inf or NaN (a stack of two Bs, each with its own),
-    those columns take the rows and the others the spread way: the same bits as the rows for
-    every column, and progress rises to its total."""
+    those columns take the rows, and the spread way runs on B with them zeroed: the same bits
+    as the rows for every column, and progress rises to its total."""
     import fastmma.sparse_gemm as sg
 
     inst = resolve_sparse_instruction(text)
@@ -248,13 +248,39 @@ def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
     calls = []
     split = fastmma.matmul_sp(A, cols, B, C, instruction=inst, progress=lambda d, t: calls.append((d, t)))
     float_b = get_format(inst.btype).is_float
-    assert sorted(ways) == ([("_row_blocks", 2), ("_spread", 28)] if float_b else [("_spread", 30)])
+    assert sorted(ways) == ([("_row_blocks", 2), ("_spread", 30)] if float_b else [("_spread", 30)])
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1][0] == calls[-1][1]
     monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
     rows = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
     assert np.array_equal(bits(split), bits(rows))
     if float_b:
         assert np.isnan(split[:, :, 5]).any() or np.isinf(split[:, :, 5]).any()
+
+
+@pytest.mark.parametrize("text", ["m64n8k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "m64n8k32.f32.bf16.bf16",
+                                  "m64n8k16.f32.tf32.tf32", "m64n8k64.f16.e4m3.e5m2",
+                                  "mma.sp.sync.aligned.m16n8k64.row.col.f32.e5m2.e4m3.f32"])
+def test_narrow_rows_by_the_per_element_kernel(monkeypatch, text):
+    """The rows' float GEMVs of at most ROWS_REFERENCE_COLUMNS columns run through the
+    per-element kernel (fused_dot_stack), wider ones through the blocked stack kernels: the
+    same bits, with infinities and NaN in A, B and C."""
+    import fastmma.kernels as kernels
+    import fastmma.sparse_gemm as sg
+
+    monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
+    inst = resolve_sparse_instruction(text)
+    A, cols, B, C = operands(inst, (70, kernels.ROWS_REFERENCE_COLUMNS, 4 * inst.shape.k), "specials",
+                             np.random.default_rng(seed(text, "narrow rows")))
+    used, per_element = [], kernels._fused_reference
+    monkeypatch.setattr(kernels, "_fused_reference", lambda name, *args: used.append(name) or per_element(name, *args))
+    narrow = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    assert used and set(used) == {"fused_dot_stack"}
+    used.clear()
+    monkeypatch.setattr(kernels, "ROWS_REFERENCE_COLUMNS", 0)
+    blocked = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    assert not used
+    assert np.array_equal(bits(narrow), bits(blocked))
+    assert not np.isfinite(narrow).all(), "the data should reach D's infinities or NaN"
 
 
 def test_spread_int32_sums_that_wrap_are_rounded_right():

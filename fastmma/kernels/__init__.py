@@ -162,17 +162,31 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     return out
 
 
+#: :func:`execute_rows` runs stacks of float GEMVs of at most this many columns through the
+#: per-element kernel (:func:`.fused_dot.fused_dot_stack`), which pads nothing: the blocked
+#: kernels pad a GEMV's columns to whole vectors and took as long for 1 column as for 256
+#: (1024 GEMVs of 1 x 512 f16, two cores: 25.7 ms for 1 and 2 columns, 25.4 for 8; the
+#: per-element kernel 1.7, 3.4 and 13.5 ms; at 16 columns 24 against 27 ms).
+ROWS_REFERENCE_COLUMNS = 8
+
+
 def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, use_c: bool = True,
                  neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
     """:func:`execute_stack` for a stack of many tiny GEMMs (``mma.sp``'s rows, each a GEMV
     with a B of its own): the stack kernels take it in one call whatever its size, where
     :func:`execute_stack` would loop over GEMMs below :data:`FAST_KERNEL_MIN_MACS` (measured:
-    16 GEMVs of 1 x 16 x 8, 36 us against 88 us; s8, 7 us against 95 us).  fp8's
-    :class:`ConvertedF16Rule` runs its f16 steps through it as well."""
+    16 GEMVs of 1 x 16 x 8, 36 us against 88 us; s8, 7 us against 95 us), and float GEMVs
+    of at most :data:`ROWS_REFERENCE_COLUMNS` columns go to the per-element kernel (16 GEMVs
+    of 1 x 16 x 8, 12 us).  fp8's :class:`ConvertedF16Rule` runs its f16 steps through it as
+    well."""
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute_rows)
     if isinstance(rule, FusedDotRule) and a.shape[0] > 1:
+        if b.shape[-1] <= ROWS_REFERENCE_COLUMNS:
+            with launch_lock:
+                return _fused_reference("fused_dot_stack", rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a,
+                                        neg_b)
         return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if isinstance(rule, IntDotRule) and not (neg_a or neg_b):
         with launch_lock:
@@ -270,11 +284,16 @@ def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)
-        from .fused_dot import fused_dot_mma, rounding_code
+        return _fused_reference("fused_dot_mma", rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
 
-        out = np.empty((a.shape[0], b.shape[1]), dtype=get_format(dtype).storage)
-        c, ctype = c_as_accumulator(rule, c, ctype)
-        fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                      rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule),
-                      use_c, int(neg_a), int(neg_b))
+
+def _fused_reference(kernel: str, rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b):
+    """D bits of a :class:`FusedDotRule` by the per-element kernel ``kernel`` of
+    :mod:`.fused_dot` (``fused_dot_mma`` for one GEMM, ``fused_dot_stack`` for a stack)."""
+    fused_dot = _module("fused_dot")
+    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
+    c, ctype = c_as_accumulator(rule, c, ctype)
+    getattr(fused_dot, kernel)(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                               rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
+                               fused_dot.rounding_code(rule), use_c, int(neg_a), int(neg_b))
     return out

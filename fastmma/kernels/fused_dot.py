@@ -217,3 +217,19 @@ def fused_dot_mma(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_ma
         j = idx - i * n
         out[i, j] = fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
                                 frac_bits, e_zero, out_man_bits, rounding)
+
+
+@njit(parallel=True, cache=True)
+def fused_dot_stack(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_man_bits,
+                    rounding, use_c, neg_a, neg_b):
+    """:func:`fused_dot_mma` of each GEMM of a stack: ``a`` (S, M, K), ``b`` (S, K, N),
+    ``c`` and ``out`` (S, M, N), the threads sharing all S * M * N elements (stacks of GEMVs
+    with few columns, which the blocked kernels pad to whole vectors of columns)."""
+    m = a.shape[1]
+    n = b.shape[2]
+    for idx in prange(a.shape[0] * m * n):
+        s = idx // (m * n)
+        i = (idx // n) % m
+        j = idx % n
+        out[s, i, j] = fused_chain(a[s], b[s], c[s], i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
+                                   frac_bits, e_zero, out_man_bits, rounding)
