@@ -169,7 +169,8 @@ def _shares(progress, sizes):
 
 def spread_rule(inst):
     """The dense rule a spread A runs under (module docstring): the instruction's rule with a
-    group of its whole k; None where the rows must run instead."""
+    group of its whole k (fp8 ``mma.sp``: its two f16 steps over the dense columns, each a
+    group of half of them); None where the rows must run instead."""
     rule, k = inst.rule, inst.shape.k
     if isinstance(rule, IntDotRule) or (isinstance(rule, FusedDotRule) and k in SPREAD_GROUPS):
         return replace(rule, group=k)

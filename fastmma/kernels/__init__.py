@@ -205,11 +205,12 @@ def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str
     nothing) under ``rule``, a dense rule whose group is the sparse instruction's whole k, of
     which ``terms`` (k / 2) can be non-zero: :func:`execute` of the blocked kernels, told how
     many of a group's terms can be non-zero (the float kernels' int32 sums hold 16 below
-    2^27; :data:`.fused_gemm.WRAPPING_GROUP`).  fp8 ``mma.sp``'s
+    2^27; :data:`.fused_gemm.WRAPPING_GROUP`); fp8 ``mma.sp``'s
     :class:`~fastmma.isa.numerics.SpreadConvertedF16Rule` runs its two f16 steps so, each a
-    group of half the instruction's dense columns and half its terms.  Exact for B without infinities or NaN: a zero
-    term adds nothing and does not move the group's ``e_max``, which starts at ``e_zero``
-    (:mod:`.fused_dot`); an infinity or NaN of B facing a spread zero would make a NaN."""
+    group of half the instruction's dense columns and half its terms.  Exact for B without
+    infinities or NaN: a zero term adds nothing and does not move the group's ``e_max``,
+    which starts at ``e_zero`` (:mod:`.fused_dot`); an infinity or NaN of B facing a spread
+    zero would make a NaN."""
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):  # its f16 steps each hold half the instruction's terms
         inner = functools.partial(execute_spread, terms=terms // 2)
