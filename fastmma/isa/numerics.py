@@ -186,8 +186,10 @@ class SparseConvertedF16Rule(ConvertedF16Rule):
     step is the f16 tensor core's fused sum of ``k / 2`` terms (``inner``).
     """
 
-    #: how many of the rule's ``k`` columns one 4-wide chunk of the dense row holds
+    #: how many of the rule's ``k`` columns one 4-wide chunk of the dense row holds, and what
+    #: they are
     per_chunk = 2
+    columns = "kept products"
 
     def k_order(self) -> tuple[int, ...]:
         """The rule's columns in the order the two f16 steps take them: the even chunks', then
@@ -196,8 +198,7 @@ class SparseConvertedF16Rule(ConvertedF16Rule):
         return tuple(i for i in range(self.k) if not odd[i]) + tuple(i for i in range(self.k) if odd[i])
 
     def describe(self) -> str:
-        what = "kept products" if self.per_chunk == 2 else "dense columns (half of them zero)"
-        return (f"A and B converted to f16; of the {self.k} {what}, those of the even 4-wide chunks, then "
+        return (f"A and B converted to f16; of the {self.k} {self.columns}, those of the even 4-wide chunks, then "
                 f"those of the odd ones, each half by the f16 rule ({self.inner.describe()}), the first from +0 "
                 f"and the second onto it; then C added with one addition rounded to nearest even, NaN canonical")
 
@@ -212,6 +213,7 @@ class SpreadConvertedF16Rule(SparseConvertedF16Rule):
     nothing to a fused sum and does not move its largest exponent."""
 
     per_chunk = 4
+    columns = "dense columns (half of them zero)"
 
 
 @dataclass(frozen=True)
