@@ -262,8 +262,8 @@ def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
                                   "mma.sp.sync.aligned.m16n8k64.row.col.f32.e5m2.e4m3.f32"])
 def test_narrow_rows_by_the_per_element_kernel(monkeypatch, text):
     """The rows' float GEMVs of at most ROWS_REFERENCE_COLUMNS columns run through the
-    per-element kernel (fused_dot_stack), wider ones through the blocked stack kernels: the
-    same bits, with infinities and NaN in A, B and C."""
+    per-element kernel (fused_dot_mma, over the whole stack), wider ones through the blocked
+    stack kernels: the same bits, with infinities and NaN in A, B and C."""
     import fastmma.kernels as kernels
     import fastmma.sparse_gemm as sg
 
@@ -272,9 +272,10 @@ def test_narrow_rows_by_the_per_element_kernel(monkeypatch, text):
     A, cols, B, C = operands(inst, (70, kernels.ROWS_REFERENCE_COLUMNS, 4 * inst.shape.k), "specials",
                              np.random.default_rng(seed(text, "narrow rows")))
     used, per_element = [], kernels._fused_reference
-    monkeypatch.setattr(kernels, "_fused_reference", lambda name, *args: used.append(name) or per_element(name, *args))
+    monkeypatch.setattr(kernels, "_fused_reference",
+                        lambda rule, a, *args: used.append(a.ndim) or per_element(rule, a, *args))
     narrow = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
-    assert used and set(used) == {"fused_dot_stack"}
+    assert used and set(used) == {3}
     used.clear()
     monkeypatch.setattr(kernels, "ROWS_REFERENCE_COLUMNS", 0)
     blocked = fastmma.matmul_sp(A, cols, B, C, instruction=inst)

@@ -163,7 +163,7 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
 
 
 #: :func:`execute_rows` runs stacks of float GEMVs of at most this many columns through the
-#: per-element kernel (:func:`.fused_dot.fused_dot_stack`), which pads nothing: the blocked
+#: per-element kernel (:func:`.fused_dot.fused_dot_mma`), which pads nothing: the blocked
 #: kernels pad a GEMV's columns to whole vectors and took as long for 1 column as for 256
 #: (1024 GEMVs of 1 x 512 f16, two cores: 25.7 ms for 1 and 2 columns, 25.4 for 8; the
 #: per-element kernel 1.7, 3.4 and 13.5 ms; at 16 columns 24 against 27 ms).
@@ -185,8 +185,7 @@ def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, 
     if isinstance(rule, FusedDotRule) and a.shape[0] > 1:
         if b.shape[-1] <= ROWS_REFERENCE_COLUMNS:
             with launch_lock:
-                return _fused_reference("fused_dot_stack", rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a,
-                                        neg_b)
+                return _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
         return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if isinstance(rule, IntDotRule) and not (neg_a or neg_b):
         with launch_lock:
@@ -285,16 +284,19 @@ def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)
-        return _fused_reference("fused_dot_mma", rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+        return _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
 
 
-def _fused_reference(kernel: str, rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b):
-    """D bits of a :class:`FusedDotRule` by the per-element kernel ``kernel`` of
-    :mod:`.fused_dot` (``fused_dot_mma`` for one GEMM, ``fused_dot_stack`` for a stack)."""
+def _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b):
+    """D bits of a :class:`FusedDotRule` by the per-element kernel
+    (:func:`.fused_dot.fused_dot_mma`), for one GEMM or a stack of them."""
     fused_dot = _module("fused_dot")
+    one = a.ndim == 2
+    if one:
+        a, b, c = a[None], b[None], c[None]
     out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
     c, ctype = c_as_accumulator(rule, c, ctype)
-    getattr(fused_dot, kernel)(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
-                               rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
-                               fused_dot.rounding_code(rule), use_c, int(neg_a), int(neg_b))
-    return out
+    fused_dot.fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
+                            rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
+                            fused_dot.rounding_code(rule), use_c, int(neg_a), int(neg_b))
+    return out[0] if one else out

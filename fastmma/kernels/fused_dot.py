@@ -204,27 +204,15 @@ def fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b, frac_
 @njit(parallel=True, cache=True)
 def fused_dot_mma(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_man_bits,
                   rounding, use_c, neg_a, neg_b):
-    """``out = C + A @ B`` by fused groups of ``group`` terms in increasing k.
+    """``out = C + A @ B`` by fused groups of ``group`` terms in increasing k, for each GEMM
+    of a stack.
 
-    ``a`` (M, K), ``b`` (K, N), ``c`` (M, N) hold raw bits of the formats described by the
-    parameter tuples ``af``, ``bf``, ``cf``, ``df`` (see ``decode.float_params``); ``out``
-    (M, N) receives D bits.  K must be a multiple of ``group``.
+    ``a`` (S, M, K), ``b`` (S, K, N), ``c`` (S, M, N) hold raw bits of the formats described
+    by the parameter tuples ``af``, ``bf``, ``cf``, ``df`` (see ``decode.float_params``);
+    ``out`` (S, M, N) receives D bits.  K must be a multiple of ``group``.  The threads share
+    all S * M * N elements, so a stack of GEMVs of few columns (which the blocked kernels pad
+    to whole vectors of columns) keeps both cores busy; one GEMM is a stack of one.
     """
-    m = a.shape[0]
-    n = b.shape[1]
-    for idx in prange(m * n):
-        i = idx // n
-        j = idx - i * n
-        out[i, j] = fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
-                                frac_bits, e_zero, out_man_bits, rounding)
-
-
-@njit(parallel=True, cache=True)
-def fused_dot_stack(a, b, c, out, af, bf, cf, df, group, frac_bits, e_zero, out_man_bits,
-                    rounding, use_c, neg_a, neg_b):
-    """:func:`fused_dot_mma` of each GEMM of a stack: ``a`` (S, M, K), ``b`` (S, K, N),
-    ``c`` and ``out`` (S, M, N), the threads sharing all S * M * N elements (stacks of GEMVs
-    with few columns, which the blocked kernels pad to whole vectors of columns)."""
     m = a.shape[1]
     n = b.shape[2]
     for idx in prange(a.shape[0] * m * n):
