@@ -1213,11 +1213,16 @@ def _special_bits(fmt, value):
 @pytest.mark.parametrize("text", [INSTRUCTIONS[0], INSTRUCTIONS[1], INSTRUCTIONS[3], INSTRUCTIONS[4], INSTRUCTIONS[8]])
 @pytest.mark.parametrize("path", [{}, {"wide": True}, {"wide": False, "exp_lanes": np.int16}, {"fma": False}],
                          ids=["chosen", "float64", "scanned-int16", "no-fma"])
-def test_a_stack_equals_the_reference_gemm_by_gemm(text, path):
+def test_a_stack_equals_the_reference_gemm_by_gemm(monkeypatch, text, path):
     """fused_gemm_stack on each path against the reference kernel, GEMM by GEMM, with an inf
     or NaN in one GEMM's A, another's B and another's C only (their fix-up must stay in
-    their own GEMM), on a shape of ragged blocks."""
+    their own GEMM, and the three take one call of fixup_specials), on a shape of ragged
+    blocks."""
+    import fastmma.kernels.fused_gemm as fg
     from fastmma.kernels.fused_gemm import fused_gemm_stack
+
+    calls, fixup = [], fg.fixup_specials
+    monkeypatch.setattr(fg, "fixup_specials", lambda a, *args: calls.append(a.shape) or fixup(a, *args))
 
     inst = parse(text)
     rng = np.random.default_rng(abs(hash((text, str(path)))) % 2**32)
@@ -1232,7 +1237,7 @@ def test_a_stack_equals_the_reference_gemm_by_gemm(text, path):
     got = fused_gemm_stack(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
                            c_emin=get_format(ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
                            use_c=True, neg_a=False, neg_b=False, **path)
-    assert got.shape == (S, m, n)
+    assert got.shape == (S, m, n) and calls == [(S, m, k)]
     for s in range(S):
         ref = reference(inst.rule, a[s], b[s], c[s], inst.atype, inst.btype, inst.ctype, inst.dtype)
         assert np.array_equal(got[s], ref), s

@@ -1842,15 +1842,19 @@ STACK_FMA_KERNELS = {32: _s32_fma, 64: _s64_fma}
 def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
                    rows, cols, elems):
     """Recompute with the reference rule every D element in a special row, column or C
-    element (``rows``/``cols`` boolean masks, ``elems`` boolean [M, N])."""
-    m = a.shape[0]
-    n = b.shape[1]
-    for i in prange(m):
+    element, for each GEMM of a stack: ``a`` (S, M, K), ``b`` (S, K, N), ``c`` and ``d``
+    (S, M, N); ``rows`` (S, M), ``cols`` (S, N) and ``elems`` (S, M, N) boolean masks.  The
+    threads share the rows of all S GEMMs (a stack of GEMVs is one call, not one each)."""
+    m = a.shape[1]
+    n = b.shape[2]
+    for sr in prange(a.shape[0] * m):
+        s = sr // m
+        i = sr - s * m
         for j in range(n):
-            if not (rows[i] or cols[j] or elems[i, j]):
+            if not (rows[s, i] or cols[s, j] or elems[s, i, j]):
                 continue
-            d[i, j] = fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
-                                  frac, e_zero, omb, rnd)
+            d[s, i, j] = fused_chain(a[s], b[s], c[s], i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
+                                     frac, e_zero, omb, rnd)
 
 
 # ---------------------------------------------------------------- driver
@@ -2116,8 +2120,9 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     if special or elems is not None:
         if elems is None:
             elems = np.zeros((m, n), np.bool_)
-        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
-                       rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols, elems)
+        fixup_specials(a[None], b[None], c[None], d[None], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
+                       rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), rows[None], cols[None],
+                       elems[None])
     return d
 
 
@@ -2164,11 +2169,13 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     special = a_rows.any(axis=1) | b_special
     if elems is not None:
         special |= elems.any(axis=(1, 2))
-    for s in np.flatnonzero(special):  # each GEMM with an inf or NaN in A, B or C, as fused_gemm's
-        cols = b_scans[s][1] if b_special[s] else np.zeros(n, np.bool_)
-        fixup_specials(a[s], b[s], c[s], d[s], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
-                       rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), a_rows[s], cols,
-                       np.zeros((m, n), np.bool_) if elems is None else elems[s])
+    if special.any():  # the GEMMs with an inf or NaN in A, B or C, as fused_gemm's, in one call
+        cols = np.zeros((count, n), np.bool_)
+        for s, (_, b_cols) in b_scans.items():
+            cols[s] = b_cols
+        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
+                       rounding_code(rule), use_c, int(neg_a), int(neg_b), a_rows, cols,
+                       np.zeros((count, m, n), np.bool_) if elems is None else elems)
     return d
 
 

@@ -215,6 +215,6 @@ def small_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                              c_emin, d_emin, bool(use_c), int(neg_a), int(neg_b))
     d = _d_bits(acc, rule)
     if special:
-        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits, rnd,
-                       use_c, int(neg_a), int(neg_b), rows, cols, elems)
+        fixup_specials(a[None], b[None], c[None], d[None], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
+                       rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows[None], cols[None], elems[None])
     return d
