@@ -9,11 +9,11 @@ itself, through torch tensors, for every Hopper shape and type it models.
 
 from __future__ import annotations
 
-import zlib
 
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import seed
 
 import fastmma
 from fastmma.compat.mmasim import (
@@ -112,10 +112,6 @@ def inputs(op, m, n, k, rng, mode):
             operand(op.c_type_ptx, (m, n), rng, c_mode))
 
 
-def _seed(*parts) -> int:
-    return zlib.crc32(repr(parts).encode())
-
-
 def values_of(bits, ptx):
     f = get_format(ptx)
     return bits.view(np.float32 if ptx == "tf32" else f.value_dtype)
@@ -186,7 +182,7 @@ def test_rule_has_mmasims_parameters(st):
 @pytest.mark.parametrize("st", WGMMA_TYPES)
 def test_wgmma_matches_fastmma_mma(st, mode):
     op = WGMMA("Hopper", st)
-    rng = np.random.default_rng(_seed(st, mode))
+    rng = np.random.default_rng(seed(st, mode))
     a, b, c = inputs(op, 64, op.n, op.k, rng, mode)
     want = fastmma.mma("wgmma.mma_async.sync.aligned." + st, *(values_of(x, t) for x, t in (
         (a, op.a_type_ptx), (b, op.b_type_ptx), (c, op.c_type_ptx))))
@@ -214,7 +210,7 @@ def _equivalent_wgmma(op) -> str:
 @pytest.mark.parametrize("st", FLOAT_MMA)
 def test_float_mma_matches_matmul(st, mode):
     op = MMA("Hopper", st)
-    rng = np.random.default_rng(_seed(st, mode))
+    rng = np.random.default_rng(seed(st, mode))
     for m, n, k in ((op.m, op.n, op.k), (24, 16, 2 * op.rule.group + 3)):
         a, b, c = inputs(op, m, n, k, rng, mode)
         want = fastmma.matmul(*(values_of(x, t) for x, t in ((a, op.a_type_ptx), (b, op.b_type_ptx),
@@ -239,7 +235,7 @@ def _x86_fma_chain_nan(a, b, c):
 def test_f64_mma_matches_fma_chain(st, mode):
     """fastmma's f64 fma chain, except the NaN payload choice (documented difference 4)."""
     op = MMA("Hopper", st)
-    rng = np.random.default_rng(_seed(st, mode))
+    rng = np.random.default_rng(seed(st, mode))
     for m, n, k in ((op.m, op.n, op.k), (9, 11, 23)):
         a, b, c = inputs(op, m, n, k, rng, mode)
         got = as_bits(_call(op, a, b, c))
@@ -442,7 +438,7 @@ def test_mmasim_every_wgmma_shape_and_type(mmasim):
 @pytest.mark.parametrize("st", WGMMA_TYPES)
 def test_mmasim_wgmma_modes(mmasim, st, mode):
     ours, ref = WGMMA("Hopper", st), mmasim.WGMMA("Hopper", st)
-    rng = np.random.default_rng(_seed(st, mode, 1))
+    rng = np.random.default_rng(seed(st, mode, 1))
     _compare(ref, ours, *inputs(ours, 64, ours.n, ours.k, rng, mode), f"{st} {mode}")
     _compare(ref, ours, *inputs(ours, 33, 21, 3 * ours.k + 7, rng, mode), f"{st} {mode} long K")
     _compare(ref, ours, *inputs(ours, 6, 5, ours.k // 2 + 1, rng, mode), f"{st} {mode} short K")
@@ -453,7 +449,7 @@ def test_mmasim_wgmma_modes(mmasim, st, mode):
 @pytest.mark.parametrize("st", HOPPER_MMA_SHAPE_AND_TYPE)
 def test_mmasim_every_mma_shape_and_type(mmasim, st, mode):
     ours, ref = MMA("Hopper", st), mmasim.MMA("Hopper", st)
-    rng = np.random.default_rng(_seed(st, mode, 2))
+    rng = np.random.default_rng(seed(st, mode, 2))
     _compare(ref, ours, *inputs(ours, ours.m, ours.n, ours.k, rng, mode), f"{st} {mode}")
     _compare(ref, ours, *inputs(ours, 24, 16, 40, rng, mode), f"{st} {mode} long K")
     _compare(ref, ours, *inputs(ours, 6, 5, 2 * ours.k + 1, rng, mode), f"{st} {mode} dpa", form="dpa")

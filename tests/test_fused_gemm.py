@@ -11,6 +11,7 @@ import os
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import seed
 from numba import njit, prange
 from hypothesis import given, settings, strategies as st
 
@@ -64,7 +65,7 @@ def run(text, a, b, c, use_c=True, wide=None, blocks=None, exp_lanes=None, fma=N
 @pytest.mark.parametrize("wide", [False, True])
 def test_both_lane_widths_equal_the_reference(text, mode, wide):
     inst = parse(text)
-    rng = np.random.default_rng(abs(hash((text, mode))) % 2**32)
+    rng = np.random.default_rng(seed(text, mode))
     k = 4 * inst.rule.group
     a = random_bits(rng, inst.atype, (37, k), mode)
     b = random_bits(rng, inst.btype, (k, 45), mode)
@@ -1059,7 +1060,7 @@ def test_both_fp8_passes_equal_the_reference(text, mode, fma):
     the pass by fused multiply-adds (whose counts of terms moved away from zero matter on
     "wide" and "tiny" data, where many terms are far below a group's largest)."""
     inst = parse(text)
-    rng = np.random.default_rng(abs(hash((text, mode))) % 2**32)
+    rng = np.random.default_rng(seed(text, mode))
     for m, k, n in [(37, 128, 45), (64, 64, 256), (9, 32, 70), (70, 96, 200)]:
         a = random_bits(rng, inst.atype, (m, k), mode)
         b = random_bits(rng, inst.btype, (k, n), mode)
@@ -1100,7 +1101,7 @@ def test_groups_of_64_equal_the_reference(text, mode):
 
     inst = parse(text)
     rule = replace(inst.rule, group=64)
-    rng = np.random.default_rng(abs(hash((text, mode, 64))) % 2**32)
+    rng = np.random.default_rng(seed(text, mode, 64))
     c_acc, ctype = c_as_accumulator(rule, random_bits(rng, inst.ctype, (40, 70), mode), inst.ctype)
     params = [format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)]
     for m, fma, wide, narrow in [(40, None, None, False), (40, False, False, False), (40, False, True, False),
@@ -1225,7 +1226,7 @@ def test_a_stack_equals_the_reference_gemm_by_gemm(monkeypatch, text, path):
     monkeypatch.setattr(fg, "fixup_specials", lambda a, *args: calls.append(a.shape) or fixup(a, *args))
 
     inst = parse(text)
-    rng = np.random.default_rng(abs(hash((text, str(path)))) % 2**32)
+    rng = np.random.default_rng(seed(text, str(path)))
     S, m, n, k = 5, 37, 45, 3 * inst.rule.group
     a = random_bits(rng, inst.atype, (S, m, k), "narrow")
     b = random_bits(rng, inst.btype, (S, k, n), "narrow")
@@ -1286,7 +1287,7 @@ def test_a_narrow_gemm_in_chunks_of_columns_equals_the_reference(text, m, specia
     monkeypatch.setattr(fg, "get_num_threads", lambda: 4)
     monkeypatch.setattr(fg, "NARROW_CHUNK", 32)
     inst = parse(text)
-    rng = np.random.default_rng(abs(hash((text, m))) % 2**32)
+    rng = np.random.default_rng(seed(text, m))
     n, k = 250, 3 * inst.rule.group
     a = random_bits(rng, inst.atype, (m, k), "narrow")
     b = random_bits(rng, inst.btype, (k, n), "narrow")

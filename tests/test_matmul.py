@@ -3,6 +3,7 @@
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import seed
 
 import fastmma
 from fastmma.errors import InvalidInstructionError, OperandError
@@ -75,7 +76,7 @@ def bits(x):
 def test_float_matmul_equals_chained_instructions(text, mode, shape):
     inst = resolve_instruction(text)
     M, N, K = shape
-    rng = np.random.default_rng(abs(hash((text, mode, shape))) % 2**32)
+    rng = np.random.default_rng(seed(text, mode, shape))
     A, B = values(rng, inst.atype, (M, K), mode), values(rng, inst.btype, (K, N), mode)
     C = values(rng, inst.ctype, (M, N), mode)
     got = matmul(A, B, C, instruction=text)
@@ -87,7 +88,7 @@ def test_float_matmul_equals_chained_instructions(text, mode, shape):
 def test_integer_and_f64_matmul_equals_chained_instructions(text, shape):
     inst = resolve_instruction(text)
     M, N, K = shape
-    rng = np.random.default_rng(abs(hash((text, shape))) % 2**32)
+    rng = np.random.default_rng(seed(text, shape))
     A, B = values(rng, inst.atype, (M, K), "wide"), values(rng, inst.btype, (K, N), "wide")
     C = values(rng, inst.ctype, (M, N), "wide")
     assert np.array_equal(bits(matmul(A, B, C, instruction=text)), bits(chained(inst, A, B, C)))
@@ -220,7 +221,7 @@ def test_stacks_of_matrices_broadcast_as_numpy_matmul(text, stack):
     inst = resolve_instruction(text)
     a_batch, b_batch, c_batch = stack
     M, N, K = 19, 10, 40
-    rng = np.random.default_rng(abs(hash((text, stack))) % 2**32)
+    rng = np.random.default_rng(seed(text, stack))
     A = values(rng, inst.atype, a_batch + (M, K), "specials" if get_format(inst.atype).is_float else "wide")
     B = values(rng, inst.btype, b_batch + (K, N), "wide")
     C = None if c_batch is None else values(rng, inst.ctype, c_batch + (M, N), "wide")
@@ -246,7 +247,7 @@ def test_stack_in_several_kernel_calls_writes_each_part_in_place(monkeypatch, te
     M, N, K = 33, 40, 64
     monkeypatch.setattr(kernels, "STACK_ELEMENTS", 3 * (M * K + K * N + M * N))
     assert kernels.stack_run(M, K, N) == 3
-    rng = np.random.default_rng(abs(hash((text, with_c))) % 2**32)
+    rng = np.random.default_rng(seed(text, with_c))
     A = values(rng, inst.atype, (8, M, K), "wide")
     B = values(rng, inst.btype, (8, K, N), "wide")
     C = values(rng, inst.ctype, (8, M, N), "specials") if with_c else None
@@ -355,7 +356,7 @@ def test_mma_on_stacks_issues_the_instruction_per_matrix(text):
     single instruction on its own A, B and C, with the batch dimensions broadcast."""
     inst = resolve_instruction(text)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
-    rng = np.random.default_rng(abs(hash(text)) % 2**32)
+    rng = np.random.default_rng(seed(text))
     A = values(rng, inst.atype, (3, 1, m, k), "specials" if get_format(inst.atype).is_float else "wide")
     B = values(rng, inst.btype, (2, k, n), "wide")
     C = values(rng, inst.ctype, (m, n), "wide")

@@ -3,11 +3,11 @@ in one commit group), against the single sparse instruction (fastmma.mma_sp, its
 against the q15 / q16 recordings) chained tile by tile, bit for bit; and against sums that
 numpy computes exactly."""
 
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import seed
 from test_matmul import bits, values
 from test_probes import _k_major_128b
 
@@ -40,10 +40,6 @@ INT_SP = [
     "mma.sp.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32",
     "mma.sp.sync.aligned.m16n8k128.row.col.s32.u4.s4.s32",
 ]
-
-
-def seed(*key) -> int:
-    return zlib.crc32(repr(key).encode())
 
 
 def ordered(inst) -> bool:
