@@ -9,7 +9,6 @@ itself, through torch tensors, for every Hopper shape and type it models.
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 import pytest

@@ -1220,7 +1220,6 @@ def test_a_stack_equals_the_reference_gemm_by_gemm(monkeypatch, text, path):
     their own GEMM, and the three take one call of fixup_specials), on a shape of ragged
     blocks."""
     import fastmma.kernels.fused_gemm as fg
-    from fastmma.kernels.fused_gemm import fused_gemm_stack
 
     calls, fixup = [], fg.fixup_specials
     monkeypatch.setattr(fg, "fixup_specials", lambda a, *args: calls.append(a.shape) or fixup(a, *args))
@@ -1235,9 +1234,10 @@ def test_a_stack_equals_the_reference_gemm_by_gemm(monkeypatch, text, path):
     b[2, 7, 40] = _special_bits(inst.btype, -np.inf)
     c[3, 36, 0] = _special_bits(inst.ctype, np.inf)
     c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)
-    got = fused_gemm_stack(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
-                           c_emin=get_format(ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent,
-                           use_c=True, neg_a=False, neg_b=False, **path)
+    params = [format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)]
+    got = fg.fused_gemm_stack(inst.rule, a, b, c_acc, *params, c_emin=get_format(ctype).min_exponent,
+                              d_emin=get_format(inst.dtype).min_exponent, use_c=True, neg_a=False, neg_b=False,
+                              **path)
     assert got.shape == (S, m, n) and calls == [(S, m, k)]
     for s in range(S):
         ref = reference(inst.rule, a[s], b[s], c[s], inst.atype, inst.btype, inst.ctype, inst.dtype)

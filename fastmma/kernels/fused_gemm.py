@@ -1857,6 +1857,17 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
                                      frac, e_zero, omb, rnd)
 
 
+def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems=None):
+    """:func:`fixup_specials` under ``rule``, for one GEMM (2-D operands, ``rows`` (M,),
+    ``cols`` (N,)) or a stack; ``elems`` None where C holds no inf or NaN."""
+    if a.ndim == 2:
+        a, b, c, d, rows, cols = a[None], b[None], c[None], d[None], rows[None], cols[None]
+        elems = None if elems is None else elems[None]
+    fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
+                   rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
+                   np.zeros(d.shape, np.bool_) if elems is None else elems)
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -2118,11 +2129,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         rows, cols, special = path.scan
     d = _d_bits(out, rule)
     if special or elems is not None:
-        if elems is None:
-            elems = np.zeros((m, n), np.bool_)
-        fixup_specials(a[None], b[None], c[None], d[None], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
-                       rule.out_man_bits, rounding_code(rule), use_c, int(neg_a), int(neg_b), rows[None], cols[None],
-                       elems[None])
+        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems)
     return d
 
 
@@ -2173,9 +2180,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
         cols = np.zeros((count, n), np.bool_)
         for s, (_, b_cols) in b_scans.items():
             cols[s] = b_cols
-        fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
-                       rounding_code(rule), use_c, int(neg_a), int(neg_b), a_rows, cols,
-                       np.zeros((count, m, n), np.bool_) if elems is None else elems)
+        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, a_rows, cols, elems)
     return d
 
 

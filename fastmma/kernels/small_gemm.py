@@ -24,7 +24,7 @@ from numba import njit
 from .bitcast import f32_from_bits, f64_from_bits
 from .fused_dot import rounding_code
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
-from .fused_gemm import _c_exponent, _d_bits, _decode_value, _finish_row, _group_row64, fixup_specials
+from .fused_gemm import _c_exponent, _d_bits, _decode_value, _finish_row, _group_row64, fix_specials
 from .vector_ops import f32_from_f16_bits
 
 
@@ -215,6 +215,5 @@ def small_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                                              c_emin, d_emin, bool(use_c), int(neg_a), int(neg_b))
     d = _d_bits(acc, rule)
     if special:
-        fixup_specials(a[None], b[None], c[None], d[None], af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero,
-                       rule.out_man_bits, rnd, use_c, int(neg_a), int(neg_b), rows[None], cols[None], elems[None])
+        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems)
     return d
