@@ -19,78 +19,29 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import lru_cache
-from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InvalidInstructionError, OperandError
+from .errors import OperandError
 from .formats import from_bits, get_format
-from .isa import MmaSync, WgmmaMmaAsync, WmmaMma, parse
+from .isa.short_form import dense_kinds, resolve
 from .kernels import execute, execute_stack, stack_run
 from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
-
-#: The PTX text a short form (``shape.types``) is tried as, in order, each in the ISA's order of
-#: qualifiers: wmma's layouts come before the shape, mma's after it.
-SHORT_FORM_TEMPLATES = ("wgmma.mma_async.sync.aligned.{shape}.{types}", "wmma.mma.sync.aligned.row.col.{shape}.{types}",
-                        "mma.sync.aligned.{shape}.row.col.{types}")
 
 
 def resolve_instruction(instruction):
     """An instruction object from text, a short form or an object.
 
-    Short forms name the shape and types only: ``"m64n256k16.f32.f16.f16"`` is read as
-    ``wgmma.mma_async``, ``"m16n16k16.f32.f32"`` or ``"m16n16k8.f32.tf32.tf32.f32"`` as
-    ``wmma.mma`` (row.col; the layouts do not change the numbers), ``"m16n8k16.f32.f16.f16.f32"``
-    as ``mma.sync`` (a shape that both wmma and mma have, such as ``m8n8k4`` f64, is read as
-    wmma: the two compute the same numbers there).
+    Short forms name the shape and types only (:mod:`fastmma.isa.short_form`):
+    ``"m64n256k16.f32.f16.f16"`` is read as ``wgmma.mma_async``, ``"m16n16k16.f32.f32"`` or
+    ``"m16n16k8.f32.tf32.tf32.f32"`` as ``wmma.mma`` (row.col; the layouts do not change the
+    numbers), ``"m16n8k16.f32.f16.f16.f32"`` as ``mma.sync`` (a shape that both wmma and mma
+    have, such as ``m8n8k4`` f64, is read as wmma: the two compute the same numbers there).
     """
-    return resolve_as(instruction, DENSE)
+    return resolve(instruction, DENSE)
 
 
-class InstructionKinds(NamedTuple):
-    """What a GEMM entry point takes: instruction classes, the PTX templates its short forms are
-    tried as (in order), a short form for the messages, and what it needs, in words."""
-
-    classes: tuple
-    templates: tuple[str, ...]
-    example: str
-    needs: str
-
-
-DENSE = InstructionKinds((WgmmaMmaAsync, WmmaMma, MmaSync), SHORT_FORM_TEMPLATES, "m64n256k16.f32.f16.f16",
-                         "matmul needs a dense mma instruction (wgmma.mma_async, wmma.mma or mma.sync; "
-                         "fastmma.matmul_sp takes mma.sp and wgmma.mma_async.sp)")
-
-
-def resolve_as(instruction, kinds: InstructionKinds):
-    """An instruction of ``kinds`` from text, a short form or an object."""
-    if isinstance(instruction, kinds.classes):
-        return instruction
-    if not isinstance(instruction, str):
-        names = "/".join(c.__name__ for c in kinds.classes)
-        raise InvalidInstructionError(
-            f"instruction must be PTX text, a short form such as {kinds.example!r} or a parsed {names} instruction, "
-            f"got {type(instruction).__name__}")
-    return _resolve_text(instruction.strip(), kinds)
-
-
-@lru_cache(maxsize=256)
-def _resolve_text(text: str, kinds: InstructionKinds):
-    """The parsed instruction of ``text`` (instructions are immutable, so a loop of small
-    GEMMs parses each text once)."""
-    if text.startswith(("wgmma", "wmma", "mma.")):
-        inst = parse(text)
-        if not isinstance(inst, kinds.classes):
-            raise InvalidInstructionError(f"{kinds.needs}, got {inst}")
-        return inst
-    shape, _, types = text.lstrip(".").partition(".")
-    errors = []
-    for template in kinds.templates:
-        try:
-            return parse(template.format(shape=shape, types=types))
-        except InvalidInstructionError as exc:
-            errors.append(f"as {template.split('.sync')[0]}: {exc}")
-    raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
+DENSE = dense_kinds("matmul", "fastmma.matmul_sp")
 
 
 def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -17,8 +17,13 @@ import numpy as np
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
 from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma, parse
+from .isa.short_form import dense_kinds, resolve, sparse_kinds
 from .kernels import execute, execute_rows, execute_stack
 from .layout.sparse_metadata import check_columns, check_warpgroup_columns
+
+
+MMA = dense_kinds("fastmma.mma", "fastmma.mma_sp")
+MMA_SP = sparse_kinds("fastmma.mma_sp", "fastmma.mma")
 
 
 def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
@@ -38,7 +43,9 @@ def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> In
 def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray:
     """D = A · B + C with the exact numerics of one ``wgmma.mma_async``, ``wmma.mma`` or ``mma.sync``.
 
-    ``instruction`` is PTX text (operands optional) or a parsed instruction.  For wgmma,
+    ``instruction`` is PTX text (operands optional), a short form of its shape and types as
+    :func:`fastmma.matmul` reads it (``"m64n256k16.f32.f16.f16"`` is ``wgmma.mma_async``) or
+    a parsed instruction.  For wgmma,
     ``imm-scale-a/b = -1`` negate A/B; C is used when it is given and ``scale_d`` (default:
     the instruction's immediate scale-d, or true) holds.  Returns D in the accumulator's
     dtype.  ``mma.sync.m8n8k4`` with f16 inputs computes four products a warp, one per quad
@@ -48,7 +55,7 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     dimensions broadcast as in ``numpy.matmul``, issue the instruction once per matrix of the
     stack (the warpgroups of a simulator, say) in one call: D is (..., M, N).
     """
-    inst = as_instruction(instruction)
+    inst = resolve(instruction, MMA)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     ctype = inst.ctype
     a = stack_bits(A, inst.atype, "A", (m, k))
@@ -70,7 +77,10 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
 
 def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     """D = A · B + C with the exact numerics of one ``mma.sp`` / ``mma.sp::ordered_metadata``
-    (PTX ISA 9.7.14.6) or ``wgmma.mma_async.sp`` (9.7.15.6), on logical matrices: ``A`` the
+    (PTX ISA 9.7.14.6) or ``wgmma.mma_async.sp`` (9.7.15.6), on logical matrices; the
+    instruction as PTX text, a short form as :func:`fastmma.matmul_sp` reads it
+    (``"m16n8k32.f32.f16.f16.f32"`` is ``mma.sp``, ``"m64n8k32.f32.f16.f16"``
+    ``wgmma.mma_async.sp``) or a parsed instruction.  ``A`` the
     compressed M x K/2 matrix (each row's kept elements, in order), ``columns`` (int, M x K/2)
     the dense column of each of them in its row, as the metadata would place them
     (:func:`fastmma.layout.sparse_metadata.kept_columns`;
@@ -83,7 +93,7 @@ def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     ``wgmma.mma_async.sp`` runs with scale-d false (D = A · B); a wgmma's imm-scale-a/b = -1
     negate A/B.  Stacks (leading dimensions) broadcast as in ``numpy.matmul``.  Returns D in
     the accumulator's dtype."""
-    inst = as_instruction(instruction, (MmaSp, WgmmaMmaAsyncSp))
+    inst = resolve(instruction, MMA_SP)
     warpgroup = isinstance(inst, WgmmaMmaAsyncSp)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
     a = stack_bits(A, inst.atype, "A", (m, k // 2))

@@ -39,31 +39,27 @@ import numpy as np
 
 from .errors import OperandError
 from .formats import from_bits, get_format, non_finite
-from .gemm import InstructionKinds, checked_progress, resolve_as
-from .isa import FusedDotRule, IntDotRule, MmaSp, SparseConvertedF16Rule, SpreadConvertedF16Rule, WgmmaMmaAsyncSp
+from .gemm import checked_progress
+from .isa import FusedDotRule, IntDotRule, SparseConvertedF16Rule, SpreadConvertedF16Rule, WgmmaMmaAsyncSp
+from .isa.short_form import resolve, sparse_kinds
 from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, launch_lock
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
 from .mma import _scale_d, broadcast_stacks, checked_columns, flat_stack, scale_d_flag, stack_bits
-
-SPARSE_SHORT_FORM_TEMPLATES = ("wgmma.mma_async.sp.sync.aligned.{shape}.{types}",
-                               "mma.sp.sync.aligned.{shape}.row.col.{types}")
 
 #: The B rows gathered for one call of the row kernels: about this many bytes (the rows of a
 #: block of A's rows, over a range of B's columns), so that they stay in the cores' caches.
 GATHER_BYTES = 1 << 22
 
 
-SPARSE = InstructionKinds((MmaSp, WgmmaMmaAsyncSp), SPARSE_SHORT_FORM_TEMPLATES, "m64n256k32.f32.f16.f16",
-                          "matmul_sp needs a sparse instruction (mma.sp or wgmma.mma_async.sp); fastmma.matmul "
-                          "takes the dense ones")
+SPARSE = sparse_kinds("matmul_sp", "fastmma.matmul")
 
 
 def resolve_sparse_instruction(instruction):
     """A sparse instruction object from PTX text, a short form or an object: the short form
     ``"m64n256k32.f32.f16.f16"`` is read as ``wgmma.mma_async.sp``, ``"m16n8k32.f32.f16.f16.f32"``
     as ``mma.sp`` (row.col)."""
-    return resolve_as(instruction, SPARSE)
+    return resolve(instruction, SPARSE)
 
 
 def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
