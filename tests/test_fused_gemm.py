@@ -1696,3 +1696,28 @@ def test_accumulator_copies_c_with_its_infs_and_nans_at_zero(shape):
     clean = np.where(finite, c, np.float32(1))
     out, elems = _accumulator(clean.view(np.uint32), True, shape)
     assert elems is None and np.array_equal(out, clean)
+
+
+def test_f16_bits_of_f32_rounds_to_nearest_even_as_numpy_does():
+    """D's f16 bits (``_d_bits``) and fp8's f16 additions go through ``f16_bits_of_f32``:
+    against numpy's conversion on every half (exact), on float32 values between halves (ties
+    among them, the subnormal grid and the overflow edge at 65520), and a NaN canonical."""
+    from fastmma.kernels.fused_gemm import _f16_bits_of
+
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    halves = halves[np.isfinite(halves)].astype(np.float32)
+    rng = np.random.default_rng(seed("f16_bits_of_f32"))
+    between = rng.integers(0x33000000, 0x47800000, 200000, dtype=np.int64).astype(np.uint32).view(np.float32)
+    nextup = np.nextafter(halves, np.float32(np.inf))
+    ties = ((halves[:-1].astype(np.float64) + halves[1:]) / 2).astype(np.float32)
+    edges = np.array([65519.99, 65520, 65536, 2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -14 - 2.0 ** -25, 1e-30, np.inf],
+                     np.float32)
+    x = np.concatenate([halves, nextup, ties, between, edges, -between, -edges])
+    got = np.empty(x.size, np.uint16)
+    _f16_bits_of(x, got)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).view(np.uint16)
+    np.testing.assert_array_equal(got, want)
+    nan = np.array([np.nan, -np.nan, np.uint32(0x7F800001).view(np.float32)], np.float32)
+    _f16_bits_of(nan, got[:3])
+    assert (got[:3] == 0x7FFF).all()

@@ -275,6 +275,12 @@ def test_add_nearest_is_ieee_addition():
     for dtype, storage, ftype, nan in (("f32", np.uint32, np.float32, 0x7FFFFFFF), ("f16", np.uint16, np.float16, 0x7FFF)):
         bits = rng.integers(0, np.iinfo(storage).max, size=(2, 20000), dtype=np.uint64).astype(storage)
         bits[:, :2000] &= storage(0x807FFFFF if dtype == "f32" else 0x83FF)  # subnormals and zeros
+        bits[1, 2000:4000] = bits[0, 2000:4000] ^ storage(1 << (31 if dtype == "f32" else 15))  # x + -x
+        if dtype == "f16":  # the edges of rounding: to the largest half or over it, into the normals, signed zeros
+            edges = np.array([[65504, 16], [65504, 15.99], [-65504, -16], [2.0 ** -14 - 2.0 ** -24, 2.0 ** -24],
+                              [1, 2.0 ** -11], [1 + 2.0 ** -10, 2.0 ** -11], [-0.0, -0.0], [-0.0, 0.0],
+                              [np.inf, -np.inf], [-np.inf, 3], [2048, 1], [2049, 1]], np.float16).view(storage)
+            bits[:, 4000:4000 + len(edges)] = edges.T
         x, y = bits
         with np.errstate(all="ignore"):
             want = (x.view(ftype) + y.view(ftype)).view(storage).copy()
@@ -283,8 +289,7 @@ def test_add_nearest_is_ieee_addition():
         np.testing.assert_array_equal(add_nearest(x, y, dtype), want)
         assert np.array_equal(x, x_before), "add_nearest wrote over its operand"
         np.testing.assert_array_equal(add_nearest(x, y, dtype, in_place=True), want)
-        if dtype == "f32":  # the sum written over p (converted_sum's own arrays)
-            np.testing.assert_array_equal(x, want)
+        np.testing.assert_array_equal(x, want)  # the sum written over p (converted_sum's own arrays)
 
 
 def test_matmul_is_the_k_loop_of_single_instructions():
