@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
-from .isa import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma, parse
+from .isa import Instruction, MmaSp, WgmmaMmaAsyncSp, parse
 from .isa.short_form import dense_kinds, resolve, sparse_kinds
 from .kernels import execute, execute_rows, execute_stack
 from .layout.sparse_metadata import check_columns, check_warpgroup_columns
@@ -26,7 +26,7 @@ MMA = dense_kinds("fastmma.mma", "fastmma.mma_sp")
 MMA_SP = sparse_kinds("fastmma.mma_sp", "fastmma.mma")
 
 
-def as_instruction(instruction, allowed=(WgmmaMmaAsync, WmmaMma, MmaSync)) -> Instruction:
+def as_instruction(instruction, allowed: tuple) -> Instruction:
     """An instruction object from text or an object, checked to be one of ``allowed``."""
     inst = parse(instruction) if isinstance(instruction, str) else instruction
     if not isinstance(inst, allowed):
