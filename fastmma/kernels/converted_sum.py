@@ -9,7 +9,6 @@ sum by :func:`add_nearest`, one IEEE addition rounded to nearest even in D's typ
 from __future__ import annotations
 
 import functools
-import math
 
 import ml_dtypes
 import numpy as np
@@ -22,7 +21,6 @@ from .vector_ops import f32_from_f16_bits
 _FP8_DTYPES = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
 
 F32_NAN = np.uint32(0x7FFFFFFF)
-F16_NAN = np.uint16(0x7FFF)
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,23 +53,6 @@ def _add_f32(p, c, out):
             s = p[i] + c[i]
             out[i] = s if s == s else nan
         write_mxcsr(saved)
-
-
-@njit(cache=True, inline="always")
-def f16_bits_nearest(s):
-    """f16 bits of a float64 ``s`` that is the exact sum of two finite f16 values, rounded to
-    nearest even (overflow to infinity)."""
-    sign = np.uint16(0x8000) if np.signbit(s) else np.uint16(0)
-    a = abs(s)
-    if a >= 65520.0:
-        return sign | np.uint16(0x7C00)
-    if a < 2.0 ** -14:  # the subnormal grid 2^-24, carrying into the smallest normal
-        return sign | np.uint16(np.rint(a * 2.0 ** 24))
-    m, e = math.frexp(a)  # a = m * 2^e, m in [0.5, 1)
-    q = np.rint(m * 2048.0)  # 11 significant bits, ties to even
-    if q == 2048.0:
-        q, e = 1024.0, e + 1
-    return sign | np.uint16(((e + 14) << 10) | (np.int64(q) - 1024))
 
 
 @njit(cache=True, parallel=True)

@@ -19,12 +19,12 @@ import numpy as np
 from numba import njit, prange
 
 from .bitcast import f32_bits
-from .converted_sum import F16_NAN, F32_NAN, f16_bits_nearest
+from .converted_sum import F32_NAN
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
+from .fused_gemm import f16_bits_of_f32
 from .vector_ops import f32_from_f16_bits
 
 ORDERS = {"chain": 0, "pairs": 1}
-F16_INF = np.uint16(0x7C00)
 
 
 @njit(cache=True, inline="always")
@@ -83,20 +83,16 @@ def expansion_gemm(a, b, c32, c16, out32, out16, pairs, d_is_f16, use_c):
 
 
 @njit(cache=True, inline="always")
-def _round_f16_value(x):
-    """``x`` (an f32 value) rounded to nearest-even f16, as a float64 (``F2FP.F16.F32``)."""
-    if np.isnan(x) or np.isinf(x):
-        return x
-    return np.float64(f32_from_f16_bits(f16_bits_nearest(x)))
+def _f16_out(x):
+    """f16 bits of ``x`` (a float64 holding an f32 value) rounded to nearest even
+    (``F2FP.F16.F32``; a NaN canonical)."""
+    return f16_bits_of_f32(np.float32(x))
 
 
 @njit(cache=True, inline="always")
-def _f16_out(x):
-    if np.isnan(x):
-        return F16_NAN
-    if np.isinf(x):
-        return F16_INF | np.uint16(0x8000) if x < 0 else F16_INF
-    return f16_bits_nearest(x)
+def _round_f16_value(x):
+    """``x`` (an f32 value) rounded to nearest-even f16, as a float64 (a NaN as a NaN)."""
+    return np.float64(f32_from_f16_bits(_f16_out(x)))
 
 
 def ffma_expansion(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, use_c: bool = True,
