@@ -53,7 +53,7 @@ SMALL_KERNEL_MACS = 1 << 17
 
 
 def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
-            use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+            use_c: bool = True, neg_a: bool = False, neg_b: bool = False, addend=None) -> np.ndarray:
     """D bits (M, N) = C + A (M, K) · B (K, N) under ``rule``, k-group after k-group.
 
     ``a``, ``b``, ``c`` are contiguous arrays of raw element bits in the storage dtype of
@@ -61,22 +61,35 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     (scale-d = 0); ``neg_a``/``neg_b`` negate A/B (imm-scale = -1).  K must be a multiple
     of the rule's group size.  C is read in ``ctype`` for the first group and the
     accumulator in ``dtype`` after it.  Small float problems go to :mod:`.small_gemm`, other
-    small ones to :func:`reference`.
+    small ones to :func:`reference`.  ``addend`` (a :class:`FusedDotRule`'s, without C): D's
+    bits (M, N), added to the sum by one IEEE addition rounded to nearest, the step of
+    :class:`ConvertedF16Rule` that adds C (the blocked kernels add it as they write D;
+    :func:`_plus_addend` after the others).
     """
     macs = a.shape[0] * a.shape[1] * b.shape[1]
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    if addend is not None and not isinstance(rule, FusedDotRule):
+        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute)
     if isinstance(rule, FfmaExpansionRule):
         return _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw)
     if macs <= SMALL_KERNEL_MACS and isinstance(rule, FusedDotRule):
-        return _fused(_module("small_gemm").small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        d = _fused(_module("small_gemm").small_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        return _plus_addend(d, addend, dtype)
     if macs < FAST_KERNEL_MIN_MACS and not isinstance(rule, FmaChainRule):
-        return reference(rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        return reference(rule, a, b, c, atype, btype, ctype, dtype, **kw, addend=addend)
     if isinstance(rule, FusedDotRule):
-        return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw,
+                      addend=addend)
     with launch_lock:
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+
+
+def _plus_addend(d, addend, dtype):
+    """D bits ``d`` plus ``addend`` (D's bits) where one is given, one IEEE addition rounded
+    to nearest (:func:`.converted_sum.add_nearest`), written over ``d``."""
+    return d if addend is None else _module("converted_sum").add_nearest(d, addend, dtype, in_place=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,14 +141,17 @@ def stack_run(m: int, kk: int, n: int) -> int:
 
 
 def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
-                  use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+                  use_c: bool = True, neg_a: bool = False, neg_b: bool = False, addend=None) -> np.ndarray:
     """D bits (S, M, N) of a stack of S GEMMs, ``a`` (S, M, K), ``b`` (S, K, N) and ``c``
-    (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]``.  Small
+    (S, M, N): each ``[s]`` exactly :func:`execute` of ``a[s]``, ``b[s]``, ``c[s]`` (and
+    ``addend[s]``, where an ``addend`` (S, M, N) is given).  Small
     float GEMMs go through the stack kernels, :func:`stack_run` of them to a call, integer
     and b1 stacks through the integer kernels in one call, small f64 GEMMs through the f64
     stack kernel; anything else is a loop of :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
+    if addend is not None and not isinstance(rule, FusedDotRule):
+        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
                                                       neg_b=neg_b, inner=execute_stack)
@@ -151,14 +167,17 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     run = stack_run(m, kk, n) if stacked else 1
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if run >= count > 1:
-        return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw)
+        return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw, addend=addend)
     out = np.empty((count, m, n), get_format(dtype).storage)
     for s0 in range(0, count, run):
         s1 = min(count, s0 + run)
+        part = None if addend is None else addend[s0:s1]
         if s1 - s0 > 1:  # the kernels write D into out's part
-            _fused_stack(rule, a[s0:s1], b[s0:s1], c[s0:s1], atype, btype, ctype, dtype, into=out[s0:s1], **kw)
+            _fused_stack(rule, a[s0:s1], b[s0:s1], c[s0:s1], atype, btype, ctype, dtype, into=out[s0:s1], **kw,
+                         addend=part)
         else:
-            out[s0] = execute(rule, a[s0], b[s0], c[s0], atype, btype, ctype, dtype, **kw)
+            out[s0] = execute(rule, a[s0], b[s0], c[s0], atype, btype, ctype, dtype, **kw,
+                              addend=None if part is None else part[0])
     return out
 
 
@@ -171,26 +190,28 @@ ROWS_REFERENCE_COLUMNS = 8
 
 
 def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, use_c: bool = True,
-                 neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+                 neg_a: bool = False, neg_b: bool = False, addend=None) -> np.ndarray:
     """:func:`execute_stack` for a stack of many tiny GEMMs (``mma.sp``'s rows, each a GEMV
     with a B of its own): the stack kernels take it in one call whatever its size, where
     :func:`execute_stack` would loop over GEMMs below :data:`FAST_KERNEL_MIN_MACS` (measured:
     16 GEMVs of 1 x 16 x 8, 36 us against 88 us; s8, 7 us against 95 us), and float GEMVs
     of at most :data:`ROWS_REFERENCE_COLUMNS` columns go to the per-element kernel (16 GEMVs
     of 1 x 16 x 8, 12 us).  fp8's :class:`ConvertedF16Rule` runs its f16 steps through it as
-    well."""
+    well, each with an ``addend`` (:func:`execute`'s) after the first."""
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute_rows)
     if isinstance(rule, FusedDotRule) and a.shape[0] > 1:
         if b.shape[-1] <= ROWS_REFERENCE_COLUMNS:
             with launch_lock:
-                return _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
-        return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw)
-    if isinstance(rule, IntDotRule) and not (neg_a or neg_b):
+                d = _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+            return _plus_addend(d, addend, dtype)
+        return _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw, addend=addend)
+    if isinstance(rule, IntDotRule) and not (neg_a or neg_b) and addend is None:
         with launch_lock:
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
-    return execute_stack(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    return execute_stack(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b,
+                         addend=addend)
 
 
 #: The group sizes of the blocked float kernels (``fused_gemm.KERNELS``), which a spread sparse
@@ -199,7 +220,7 @@ SPREAD_GROUPS = (4, 8, 16, 32, 64)
 
 
 def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *, terms: int,
-                   use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
+                   use_c: bool = True, neg_a: bool = False, neg_b: bool = False, addend=None) -> np.ndarray:
     """D bits (M, N) of a sparse A spread to its dense columns (zeros where a row keeps
     nothing) under ``rule``, a dense rule whose group is the sparse instruction's whole k, of
     which ``terms`` (k / 2) can be non-zero: :func:`execute` of the blocked kernels, told how
@@ -209,13 +230,16 @@ def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str
     group of half the instruction's dense columns and half its terms.  Exact for B without
     infinities or NaN: a zero term adds nothing and does not move the group's ``e_max``,
     which starts at ``e_zero`` (:mod:`.fused_dot`); an infinity or NaN of B facing a spread
-    zero would make a NaN."""
+    zero would make a NaN.  ``addend``: :func:`execute`'s."""
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):  # its f16 steps each hold half the instruction's terms
         inner = functools.partial(execute_spread, terms=terms // 2)
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=inner)
     if isinstance(rule, FusedDotRule):
-        return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw, terms=terms)
+        return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw, terms=terms,
+                      addend=addend)
+    if addend is not None:
+        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
     with launch_lock:
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
@@ -228,7 +252,7 @@ def _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw):
 
 def _fused_stack(rule, a, b, c, atype, btype, ctype, dtype, **kw):
     """One call of the stack kernels (:func:`.fused_gemm.fused_gemm_stack`; ``into``, where
-    given, receives D's bits)."""
+    given, receives D's bits; ``addend``, where given, is added)."""
     return _fused(_module("fused_gemm").fused_gemm_stack, rule, a, b, c, atype, btype, ctype, dtype, **kw)
 
 
@@ -274,17 +298,21 @@ def c_as_accumulator(rule, c, ctype):
 
 
 def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
-              use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> np.ndarray:
-    """The same as :func:`execute`, through the per-element reference kernels."""
+              use_c: bool = True, neg_a: bool = False, neg_b: bool = False, addend=None) -> np.ndarray:
+    """The same as :func:`execute`, through the per-element reference kernels (``addend``
+    added after them)."""
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
                                                       neg_b=neg_b, inner=reference)
     if isinstance(rule, FfmaExpansionRule):  # one kernel: each step is one IEEE operation, nothing to simplify
         return _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+    if addend is not None and not isinstance(rule, FusedDotRule):
+        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)
-        return _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+        d = _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+    return _plus_addend(d, addend, dtype)
 
 
 def _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b):

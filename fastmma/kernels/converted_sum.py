@@ -1,9 +1,11 @@
 """fp8 operands run through the f16 tensor core (:class:`~fastmma.isa.numerics.ConvertedF16Rule`).
 
-Three steps, each on whole arrays: the fp8 bits become f16 bits through a 256-entry table
+Two steps, each on whole arrays: the fp8 bits become f16 bits through a 256-entry table
 (every e4m3 and e5m2 value is exactly an f16); the k terms of each instruction, reordered
-as the rule says, go through the f16 rule's fused kernels from +0; and C is added to that
-sum by :func:`add_nearest`, one IEEE addition rounded to nearest even in D's type.
+as the rule says, go through the f16 rule's fused kernels from +0, and C (the instruction
+before's D) is added to that sum by one IEEE addition rounded to nearest even in D's type,
+which the blocked kernels do as they write D (their ``addend``) and :func:`add_nearest`
+after the others.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
-from .fused_gemm import f16_bits_of_f32
+from .fused_gemm import f16_bits_of_f32, plus_nearest
 from .vector_ops import f32_from_f16_bits
 
 _FP8_DTYPES = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
@@ -39,19 +41,13 @@ def to_f16(bits: np.ndarray, fmt: str) -> np.ndarray:
 CHUNK = 1 << 14
 
 
-#: F32_NAN as a float32 value (a store of it keeps its bits)
-_F32_NAN_VALUE = F32_NAN.view(np.float32)
-
-
 @njit(cache=True, parallel=True)
 def _add_f32(p, c, out):
-    nan = _F32_NAN_VALUE
     for ch in prange((p.size + CHUNK - 1) // CHUNK):
         saved = read_mxcsr()
         write_mxcsr(np.int32(MXCSR_NEAREST))  # no flush to zero, whatever the caller set
         for i in range(ch * CHUNK, min(p.size, (ch + 1) * CHUNK)):
-            s = p[i] + c[i]
-            out[i] = s if s == s else nan
+            out[i] = plus_nearest(p[i], c[i], False)
         write_mxcsr(saved)
 
 
@@ -88,7 +84,8 @@ def converted_sum(rule, a, b, c, atype: str, btype: str, dtype: str, *, use_c: b
     """D bits = C + A · B under ``rule`` (a ``ConvertedF16Rule``), one instruction of ``rule.k``
     terms after another along K; A (..., M, K) and B (..., K, N) fp8 bits, C (..., M, N)
     in ``dtype``.  ``inner(rule, a, b, c, atype, btype, ctype, dtype, **kw)`` runs the f16
-    rule (``execute``, ``execute_stack`` or ``reference``)."""
+    rule (``execute``, ``execute_stack``, ``execute_rows``, ``execute_spread`` or
+    ``reference``), and adds its ``addend`` keyword, the D before, to each step's sum."""
     a16, b16 = to_f16(a, atype), to_f16(b, btype)
     order = np.array(rule.k_order())
     # Each step's sum starts from +0: run without C, which the fused rule sums exactly as a C
@@ -98,7 +95,7 @@ def converted_sum(rule, a, b, c, atype: str, btype: str, dtype: str, *, use_c: b
     d = c
     for k0 in range(0, a.shape[-1], rule.k):
         step = k0 + order
-        p = inner(rule.inner, np.ascontiguousarray(a16[..., step]), np.ascontiguousarray(b16[..., step, :]),
-                  no_c, "f16", "f16", dtype, dtype, use_c=False, neg_a=neg_a, neg_b=neg_b)
-        d = add_nearest(p, d, dtype, in_place=True) if use_c or k0 else p
+        d = inner(rule.inner, np.ascontiguousarray(a16[..., step]), np.ascontiguousarray(b16[..., step, :]),
+                  no_c, "f16", "f16", dtype, dtype, use_c=False, neg_a=neg_a, neg_b=neg_b,
+                  addend=np.ascontiguousarray(d) if use_c or k0 else None)
     return d

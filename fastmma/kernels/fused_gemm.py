@@ -1491,10 +1491,13 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
 
 
 @njit(cache=True, inline="always")
-def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, c_in, rows, G,
-               wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, blocks, j_lo, j_hi):
-    """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)``, which hold C where ``c_in``
-    (else the accumulator starts at +0 and ``out`` is only written).  Returns which rows of
+def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, addend,
+               c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, blocks):
+    """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)`` (``blocks`` is ``(KB, NB, MB,
+    j_lo, j_hi)``), which hold C where ``c_in`` (else the accumulator starts at +0 and
+    ``out`` is only written).  Where ``addend`` (D's bits) has rows (else it is empty), each
+    element's sum then has ``addend``'s element added as it is written, one IEEE addition
+    rounded to nearest (:func:`plus_nearest`).  Returns which rows of
     A hold an inf or NaN (where it decodes A, below) and whether B's rows hold one in those
     columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s, with B's low codes (``lc``)
     decoded beside its panel.  ``lanes`` ends with the bounds of B's exponents
@@ -1510,7 +1513,8 @@ def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, 
     ``a_low``: each task of the first block of columns decodes the block of rows it
     computes, before it computes (:func:`_decode_a_block`), where a parallel loop of its own
     had started the threads once more, a few microseconds of a small GEMM."""
-    KB, NB, MB = blocks  # (CPython passes a call of more than 30 arguments as *args, which numba cannot inline)
+    KB, NB, MB, j_lo, j_hi = blocks  # (CPython passes a call of more than 30 arguments as *args, which numba
+    # cannot inline)
     neg_a, off_a, a_lo, a_low_zero, decode_a = a_dec
     a_special = _flags(_row_count(a_bits))
     b_special = _flags(b.shape[0])  # per chunk of B's rows (at its first), each set by one thread
@@ -1567,10 +1571,18 @@ def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, 
                     g = g0 // G
                     rows(tile, mb, g0, nb, apan[g], aepan[g], alpan[g], epan, bpan, lpan, work, frac, sh, e_zero, omb,
                          rnd, c_e if g0 == 0 else d_emin, thr, po, lc)
-                for r in range(mb):
-                    orow = out[i0 + r, jb:jb + nb]
-                    for j in range(nb):
-                        orow[j] = tile[r, j]
+                if addend.shape[0] and kb + kbs >= kk:
+                    write_mxcsr(_I32(MXCSR_NEAREST))
+                    f16 = rnd != ROUND_RZ
+                    for r in range(mb):
+                        orow, arow = out[i0 + r, jb:jb + nb], addend[i0 + r, jb:jb + nb]
+                        for j in range(nb):
+                            orow[j] = plus_nearest(tile[r, j], value_of_bits(arow[j], f16), f16)
+                else:
+                    for r in range(mb):
+                        orow = out[i0 + r, jb:jb + nb]
+                        for j in range(nb):
+                            orow[j] = tile[r, j]
                 write_mxcsr(saved)
     return a_special, b_special.any()
 
@@ -1629,87 +1641,87 @@ def _decoder_kind(p, width) -> int:
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_32, 4, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g4_32, 4, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g4_64, 4, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g4_64, 4, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_32, 8, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g8_32, 8, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g8_64, 8, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g8_64, 8, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_32, 16, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g16_32, 16, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g16_64, 16, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g16_64, 16, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_32, 32, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g32_32, 32, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g32_64, 32, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g32_64, 32, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
              abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g32, 32, False,
-                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_fma_g32, 32, False,
+                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g64_32, 64, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g64_32, 64, False,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_g64_64, 64, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g64_64, 64, True,
+                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
              abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, ci, _rows_fma_g64, 64, False,
-                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB), 0, b.shape[1])
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_fma_g64, 64, False,
+                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32, (64, False): _g64_32,
@@ -1730,8 +1742,8 @@ def _new_panels(a_val, a_exp, KB, NB, fma):
 
 
 @njit(cache=True, inline="always")
-def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G, wide, fma, frac, sh, e_zero, omb,
-                rnd, c_emin, d_emin, KB, NB, MB, NC):
+def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, addend, c_in, rows, G, wide, fma, frac, sh, e_zero,
+                omb, rnd, c_emin, d_emin, KB, NB, MB, NC):
     """:func:`_gemm_body` for each GEMM of a stack (``b[s]``, ``out[s]`` and A packed for
     each, ``a_val[s]``...), in ``NC`` chunks of columns each: the threads share the tasks (a
     chunk of a GEMM), each task's own loops on one thread (numba runs a ``prange`` inside a
@@ -1748,8 +1760,8 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G
         if j_lo < n:
             bpan, epan, lpan = _new_panels(a_val, a_exp, KB, NB, fma)
             found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], None, bp, decoded, b[s], bp, neg_b,
-                                  lanes, lc, bpan, epan, lpan, out[s], c_in, rows, G, wide, fma, frac, sh, e_zero,
-                                  omb, rnd, c_emin, d_emin, (KB, NB, MB), j_lo, min(n, j_lo + width))[1]
+                                  lanes, lc, bpan, epan, lpan, out[s], addend[s], c_in, rows, G, wide, fma, frac, sh,
+                                  e_zero, omb, rnd, c_emin, d_emin, (KB, NB, MB, j_lo, min(n, j_lo + width)))[1]
     special = _flags(count)
     for t in range(count * NC):
         special[t // NC] |= found[t]
@@ -1757,74 +1769,74 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, c_in, rows, G
 
 
 @njit(parallel=True, cache=True)
-def _s4_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_32, 4, False, False,
+def _s4_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g4_32, 4, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s4_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g4_64, 4, True, False,
+def _s4_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g4_64, 4, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s8_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_32, 8, False, False,
+def _s8_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g8_32, 8, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s8_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g8_64, 8, True, False,
+def _s8_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g8_64, 8, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s16_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_32, 16, False, False,
+def _s16_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g16_32, 16, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s16_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g16_64, 16, True, False,
+def _s16_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g16_64, 16, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_32, 32, False, False,
+def _s32_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g32_32, 32, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g32_64, 32, True, False,
+def _s32_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g32_64, 32, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g32, 32, False, True,
+def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_fma_g32, 32, False, True,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s64_32(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g64_32, 64, False, False,
+def _s64_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g64_32, 64, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s64_64(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_g64_64, 64, True, False,
+def _s64_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g64_64, 64, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s64_fma(a, e, al, b, bp, nb_, el, lc, out, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, ci, _rows_fma_g64, 64, False, True,
+def _s64_fma(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_fma_g64, 64, False, True,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
@@ -1840,32 +1852,61 @@ STACK_FMA_KERNELS = {32: _s32_fma, 64: _s64_fma}
 
 @njit(parallel=True, cache=True)
 def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
-                   rows, cols, elems):
+                   rows, cols, elems, addend):
     """Recompute with the reference rule every D element in a special row, column or C
     element, for each GEMM of a stack: ``a`` (S, M, K), ``b`` (S, K, N), ``c`` and ``d``
-    (S, M, N); ``rows`` (S, M), ``cols`` (S, N) and ``elems`` (S, M, N) boolean masks.  The
-    threads share the rows of all S GEMMs (a stack of GEMVs is one call, not one each)."""
+    (S, M, N); ``rows`` (S, M), ``cols`` (S, N) and ``elems`` (S, M, N) boolean masks;
+    ``addend`` (S, M, N), D's bits, where the kernels added it (:func:`plus_nearest`), else
+    (S, 0, 0).
+    The threads share the rows of all S GEMMs (a stack of GEMVs is one call, not one each)."""
     m = a.shape[1]
     n = b.shape[2]
+    f16 = rnd != ROUND_RZ
     for sr in prange(a.shape[0] * m):
         s = sr // m
         i = sr - s * m
+        saved = read_mxcsr()
+        write_mxcsr(_I32(MXCSR_NEAREST))
         for j in range(n):
             if not (rows[s, i] or cols[s, j] or elems[s, i, j]):
                 continue
-            d[s, i, j] = fused_chain(a[s], b[s], c[s], i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
-                                     frac, e_zero, omb, rnd)
+            bits = fused_chain(a[s], b[s], c[s], i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
+                               frac, e_zero, omb, rnd)
+            d[s, i, j] = _bits_plus(bits, value_of_bits(addend[s, i, j], f16), f16) if addend.shape[1] else bits
+        write_mxcsr(saved)
 
 
-def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems=None):
+def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems=None, addend=None):
     """:func:`fixup_specials` under ``rule``, for one GEMM (2-D operands, ``rows`` (M,),
-    ``cols`` (N,)) or a stack; ``elems`` None where C holds no inf or NaN."""
+    ``cols`` (N,)) or a stack; ``elems`` None where C holds no inf or NaN, ``addend`` None
+    where nothing was added."""
     if a.ndim == 2:
         a, b, c, d, rows, cols = a[None], b[None], c[None], d[None], rows[None], cols[None]
         elems = None if elems is None else elems[None]
+        addend = None if addend is None else addend[None]
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
-                   np.zeros(d.shape, np.bool_) if elems is None else elems)
+                   np.zeros(d.shape, np.bool_) if elems is None else elems, _addend_of(addend, d.shape[0]))
+
+
+def _addend_of(addend, count):
+    """``addend`` as the kernels take it: D's bits (S, M, N), or (S, 0, 0) for none."""
+    return np.empty((count, 0, 0), np.uint32) if addend is None else addend
+
+
+_NO_ADDEND = np.empty((0, 0), np.uint32)  # one GEMM's addend where there is none
+
+
+def _check_addend(addend, rule, use_c, shape):
+    """An ``addend`` is D's bits (uint32 for f32, uint16 for f16), D's shape, C-contiguous,
+    and comes without C (no caller has both: each of ``ConvertedF16Rule``'s steps sums from
+    +0)."""
+    if addend is None:
+        return
+    storage = np.uint32 if rounding_code(rule) == ROUND_RZ else np.uint16
+    if use_c or addend.shape != tuple(shape) or addend.dtype != storage or not addend.flags.c_contiguous:
+        raise ValueError(f"an addend must be D's bits, {np.dtype(storage)} {tuple(shape)}, C-contiguous, without C; "
+                         f"got {addend.dtype} {addend.shape}, use_c={use_c}")
 
 
 # ---------------------------------------------------------------- driver
@@ -2074,9 +2115,11 @@ _NO_LOW_CODES = (0, 0, 0, 0, 0, 0, 0)
 
 
 def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
-               blocks=None, wide=None, exp_lanes=None, fma=None, narrow=None, terms=None):
+               blocks=None, wide=None, exp_lanes=None, fma=None, narrow=None, terms=None, addend=None):
     """D bits = C + A @ B under ``rule`` (a FusedDotRule), for any M, N and K a multiple of
-    ``rule.group``.
+    ``rule.group``; where ``addend`` is given (D's bits, M x N, C-contiguous; ``use_c``
+    False), D = A @ B + ``addend``, the sum's D-type value and ``addend`` added by one IEEE
+    addition rounded to nearest (:func:`plus_nearest`), which the kernels do as they write D.
 
     ``a``, ``b``, ``c``: raw bits; ``af``..``df``: format parameter tuples
     (``decode.float_params``); ``c_emin``/``d_emin``: smallest normal exponents of C's and
@@ -2100,12 +2143,13 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         return fused_gemm_stack(rule, a[None], b[None], c[None], af, bf, cf, df, c_emin=c_emin, d_emin=d_emin,
                                 use_c=use_c, neg_a=neg_a, neg_b=neg_b, blocks=blocks or NARROW_BLOCKS, wide=wide,
                                 exp_lanes=exp_lanes, fma=fma, chunks=column_chunks(n, get_num_threads()),
-                                bound_b=True, terms=terms)[0]
+                                bound_b=True, terms=terms, addend=None if addend is None else addend[None])[0]
     threads = get_num_threads()
     blocks = _block_sizes(blocks or (KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), m, kk, rule.group, threads)
     path = _path(rule, a, b, af, bf, wide, exp_lanes, fma, m, terms=terms)
     specs = _gemm_specs(path.wide, path.lanes.dtype, path.lc is not None, m, kk, *blocks, rule.group)
     out, elems = _accumulator(c, use_c, (m, n))
+    _check_addend(addend, rule, use_c, (m, n))
     in_kernel = decodes_by_blocks(af, a.itemsize * 8, path.sh)  # else decoded here first
     with POOL.arrays(specs) as arrays:
         packed, panels = arrays[:3], arrays[3:]
@@ -2116,7 +2160,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
                 _pad_rows(packed, m)
         a_dec = (int(neg_a), path.lanes.off_a, *_low_args(path.lc), in_kernel)
         kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
-        decoded_rows, b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks,
+        decoded_rows, b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out,
+                                       _NO_ADDEND if addend is None else addend, use_c, c_emin, d_emin, blocks,
                                        panels, (a, af, a_dec))
         if in_kernel:
             a_rows, a_special = decoded_rows, decoded_rows.any()
@@ -2129,13 +2174,13 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         rows, cols, special = path.scan
     d = _d_bits(out, rule)
     if special or elems is not None:
-        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems)
+        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems, addend)
     return d
 
 
 def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b,
                      blocks=(KB_DEFAULT, NB_DEFAULT, MB_DEFAULT), wide=None, exp_lanes=None, fma=None, chunks=1,
-                     bound_b=False, into=None, terms=None):
+                     bound_b=False, into=None, terms=None, addend=None):
     """:func:`fused_gemm` of every GEMM of a stack, ``a[s]`` (M, K) by ``b[s]`` (K, N) plus
     ``c[s]`` (M, N) into D bits ``[s]``, bit for bit as :func:`fused_gemm` gives each: the
     path (prescale, lanes) is chosen once for the whole stack, and every path gives the same
@@ -2147,7 +2192,8 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     decoding checks (:func:`b_window`); where B leaves it, the stack runs again with B
     scanned.  ``into``: where given, D's bits go there (an array of D's storage, S x M x N,
     C-contiguous), and the kernels accumulate in it where D is float32 (else D is a new
-    array): a caller that gathers the stack's parts in one array then copies none of them."""
+    array): a caller that gathers the stack's parts in one array then copies none of them.
+    ``addend``: as :func:`fused_gemm`'s, S x M x N."""
     count, m, kk = a.shape
     n = b.shape[2]
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,
@@ -2156,19 +2202,21 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     specs = _packed_a(path, m, kk, KB, MB, rule.group, count)
     in_place = into is not None and rounding_code(rule) == ROUND_RZ
     out, elems = _accumulator(c, use_c, (count, m, n), into.view(np.float32) if in_place else None)
+    _check_addend(addend, rule, use_c, out.shape)
     with POOL.arrays(specs) as packed:
         a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
                                      path.lanes.off_a, *packed, *_low_args(path.lc), get_num_threads())
         if path.lc is not None:
             _pad_rows(packed, m)
         kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
-        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, (KB, NB, MB, chunks))
+        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, _addend_of(addend, count), use_c, c_emin,
+                         d_emin, (KB, NB, MB, chunks))
         del packed
     b_scans = {s: scan_columns(b[s], bf) for s in np.flatnonzero(b_special)}
     if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
         return fused_gemm_stack(rule, a, b, c, af, bf, cf, df, c_emin=c_emin, d_emin=d_emin, use_c=use_c,
                                 neg_a=neg_a, neg_b=neg_b, blocks=blocks, wide=wide, exp_lanes=exp_lanes, fma=fma,
-                                chunks=chunks, into=into, terms=terms)
+                                chunks=chunks, into=into, terms=terms, addend=addend)
     d = _d_bits(out, rule)
     if into is not None and not in_place:
         into[...] = d
@@ -2180,7 +2228,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
         cols = np.zeros((count, n), np.bool_)
         for s, (_, b_cols) in b_scans.items():
             cols[s] = b_cols
-        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, a_rows, cols, elems)
+        fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, a_rows, cols, elems, addend)
     return d
 
 
@@ -2346,17 +2394,18 @@ def _copy_finite(src, dst):
     return bad
 
 
-def _run(kernel, path, rule, packed, b, bf, neg_b, out, use_c, c_emin, d_emin, blocks, panels=(), a_dec=()):
+def _run(kernel, path, rule, packed, b, bf, neg_b, out, addend, use_c, c_emin, d_emin, blocks, panels=(), a_dec=()):
     """``kernel`` (of :data:`KERNELS` and the like) on A's arrays (decoded, or for
     :data:`KERNELS` to be decoded as ``a_dec``, ``(bits, format, decoding)``, says:
-    :func:`_gemm_body`), B's bits and the accumulator ``out`` (and for :data:`KERNELS`, the
+    :func:`_gemm_body`), B's bits, the accumulator ``out`` and ``addend`` (empty rows for
+    none) (and for :data:`KERNELS`, the
     memory of B's ``panels``); what it returns (:data:`KERNELS`: A's rows with an inf or
     NaN, where it decoded A, and whether B holds one; the stack kernels: which GEMMs' B hold
     one)."""
     lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
-                  *panels, out, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
+                  *panels, out, addend, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
                   rounding_code(rule), c_emin, d_emin, *blocks, *a_dec)
 
 
@@ -2387,6 +2436,36 @@ def f16_bits_of_f32(s):
     h = np.int32(0x7C00) if a >= np.int32(0x477FF000) else h
     h = h | ((b >> 16) & np.int32(0x8000))
     return np.uint16(0x7FFF) if a > np.int32(0x7F800000) else np.uint16(h)
+
+
+@njit(cache=True, inline="always")
+def plus_nearest(s, x, f16):
+    """``s + x`` for float32 ``s`` and ``x``, one IEEE addition rounded to nearest even (the
+    caller sets MXCSR) in float32, or where ``f16`` (both then f16 values) in f16: the
+    float32 sum rounded once more, which gives the correctly rounded f16 sum (24 >= 2 * 11 + 2:
+    double rounding is innocuous).  A NaN comes out as float32's canonical 0x7FFFFFFF (f16's
+    0x7FFF, held as a float32, where ``f16``): the GPU's ``FADD`` and ``HADD2``, which add C
+    to an fp8 instruction's sum (:class:`~fastmma.isa.numerics.ConvertedF16Rule`)."""
+    v = s + x
+    if f16:
+        return f32_from_f16_bits(f16_bits_of_f32(v))
+    return v if v == v else f32_from_bits(_I32(0x7FFFFFFF))
+
+
+@njit(cache=True, inline="always")
+def value_of_bits(x, f16):
+    """The float32 value of D's bits ``x``: an f16's where ``f16``, else an f32's (for
+    either storage type)."""
+    return f32_from_f16_bits(np.uint16(x)) if f16 else f32_from_bits(_I32(x))
+
+
+@njit(cache=True, inline="always")
+def _bits_plus(bits, x, f16):
+    """D's ``bits`` (f32's, or f16's where ``f16``) plus the float32 ``x`` by
+    :func:`plus_nearest`, as D's bits."""
+    if f16:
+        return np.uint64(f16_bits_of_f32(f32_from_f16_bits(np.uint16(bits)) + x))
+    return np.uint64(np.uint32(f32_bits(plus_nearest(value_of_bits(bits, False), x, False))))
 
 
 @njit(cache=True, parallel=True)
