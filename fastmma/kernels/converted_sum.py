@@ -47,7 +47,7 @@ def _add_f32(p, c, out):
         saved = read_mxcsr()
         write_mxcsr(np.int32(MXCSR_NEAREST))  # no flush to zero, whatever the caller set
         for i in range(ch * CHUNK, min(p.size, (ch + 1) * CHUNK)):
-            out[i] = plus_nearest(p[i], c[i], False)
+            out[i] = plus_nearest(p[i], c[i])
         write_mxcsr(saved)
 
 

@@ -1492,12 +1492,12 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
 
 @njit(cache=True, inline="always")
 def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, bpan, epan, lpan, out, addend,
-               c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, blocks):
+               d16, c_in, rows, G, wide, fma, frac, sh, e_zero, omb, rnd, c_emin, d_emin, blocks):
     """D = C + A @ B into ``out``'s columns ``[j_lo, j_hi)`` (``blocks`` is ``(KB, NB, MB,
     j_lo, j_hi)``), which hold C where ``c_in`` (else the accumulator starts at +0 and
-    ``out`` is only written).  Where ``addend`` (D's bits) has rows (else it is empty), each
-    element's sum then has ``addend``'s element added as it is written, one IEEE addition
-    rounded to nearest (:func:`plus_nearest`).  Returns which rows of
+    ``out`` is only written); the last block of K writes D as :func:`_write_tile` says, with
+    ``addend`` (D's bits, or empty) and ``d16`` (an f16 D's bits, or empty).  Returns which
+    rows of
     A hold an inf or NaN (where it decodes A, below) and whether B's rows hold one in those
     columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s, with B's low codes (``lc``)
     decoded beside its panel.  ``lanes`` ends with the bounds of B's exponents
@@ -1571,20 +1571,43 @@ def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, 
                     g = g0 // G
                     rows(tile, mb, g0, nb, apan[g], aepan[g], alpan[g], epan, bpan, lpan, work, frac, sh, e_zero, omb,
                          rnd, c_e if g0 == 0 else d_emin, thr, po, lc)
-                if addend.shape[0] and kb + kbs >= kk:
+                last = kb + kbs >= kk
+                if last:
                     write_mxcsr(_I32(MXCSR_NEAREST))
-                    f16 = rnd != ROUND_RZ
-                    for r in range(mb):
-                        orow, arow = out[i0 + r, jb:jb + nb], addend[i0 + r, jb:jb + nb]
-                        for j in range(nb):
-                            orow[j] = plus_nearest(tile[r, j], value_of_bits(arow[j], f16), f16)
-                else:
-                    for r in range(mb):
-                        orow = out[i0 + r, jb:jb + nb]
-                        for j in range(nb):
-                            orow[j] = tile[r, j]
+                _write_tile(tile, mb, nb, out, addend, d16, i0, jb, last)
                 write_mxcsr(saved)
     return a_special, b_special.any()
+
+
+@njit(cache=True, inline="always")
+def _write_tile(tile, mb, nb, out, addend, d16, i0, jb, last):
+    """Write a tile's sums (its ``mb`` rows, ``nb`` columns) at row ``i0`` and column ``jb``:
+    into the accumulator ``out``, but after the last block of K (``last``), where ``d16`` has
+    rows (an f16 D, whose sums are f16 values), as their f16 bits into ``d16``; there, where
+    ``addend`` (D's bits) has rows, plus its element by one IEEE addition rounded to nearest
+    (the caller sets MXCSR to nearest): :func:`plus_nearest` for an f32 D, the float32 sum
+    rounded to f16 for an f16 D (24 >= 2 * 11 + 2: the double rounding is innocuous)."""
+    adding = last and addend.shape[0] > 0
+    if last and d16.shape[0]:
+        for r in range(mb):
+            drow = d16[i0 + r, jb:jb + nb]
+            if adding:
+                arow = addend[i0 + r, jb:jb + nb]
+                for j in range(nb):
+                    drow[j] = f16_bits_of_f32(tile[r, j] + value_of_bits(arow[j], True))
+            else:
+                for j in range(nb):
+                    drow[j] = f16_bits_of_f32(tile[r, j])
+        return
+    for r in range(mb):
+        orow = out[i0 + r, jb:jb + nb]
+        if adding:
+            arow = addend[i0 + r, jb:jb + nb]
+            for j in range(nb):
+                orow[j] = plus_nearest(tile[r, j], value_of_bits(arow[j], False))
+        else:
+            for j in range(nb):
+                orow[j] = tile[r, j]
 
 
 @njit(cache=True)
@@ -1641,86 +1664,86 @@ def _decoder_kind(p, width) -> int:
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g4_32, 4, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g4_32, 4, False,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g4_64, 4, True,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g4_64, 4, True,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g8_32, 8, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g8_32, 8, False,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g8_64, 8, True,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g8_64, 8, True,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g16_32, 16, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g16_32, 16, False,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g16_64, 16, True,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g16_64, 16, True,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g32_32, 32, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g32_32, 32, False,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g32_64, 32, True,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g32_64, 32, True,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
              abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_fma_g32, 32, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_fma_g32, 32, False,
                       True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g64_32, 64, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g64_32, 64, False,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_g64_64, 64, True,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g64_64, 64, True,
                       False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
+def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
              abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, ci, _rows_fma_g64, 64, False,
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_fma_g64, 64, False,
                       True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
@@ -1742,8 +1765,8 @@ def _new_panels(a_val, a_exp, KB, NB, fma):
 
 
 @njit(cache=True, inline="always")
-def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, addend, c_in, rows, G, wide, fma, frac, sh, e_zero,
-                omb, rnd, c_emin, d_emin, KB, NB, MB, NC):
+def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, addend, d16, c_in, rows, G, wide, fma, frac, sh,
+                e_zero, omb, rnd, c_emin, d_emin, KB, NB, MB, NC):
     """:func:`_gemm_body` for each GEMM of a stack (``b[s]``, ``out[s]`` and A packed for
     each, ``a_val[s]``...), in ``NC`` chunks of columns each: the threads share the tasks (a
     chunk of a GEMM), each task's own loops on one thread (numba runs a ``prange`` inside a
@@ -1760,8 +1783,9 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, addend, c_in,
         if j_lo < n:
             bpan, epan, lpan = _new_panels(a_val, a_exp, KB, NB, fma)
             found[t] = _gemm_body(a_val[s], a_exp[s], a_low[s], None, bp, decoded, b[s], bp, neg_b,
-                                  lanes, lc, bpan, epan, lpan, out[s], addend[s], c_in, rows, G, wide, fma, frac, sh,
-                                  e_zero, omb, rnd, c_emin, d_emin, (KB, NB, MB, j_lo, min(n, j_lo + width)))[1]
+                                  lanes, lc, bpan, epan, lpan, out[s], addend[s], d16[s], c_in, rows, G, wide, fma,
+                                  frac, sh, e_zero, omb, rnd, c_emin, d_emin,
+                                  (KB, NB, MB, j_lo, min(n, j_lo + width)))[1]
     special = _flags(count)
     for t in range(count * NC):
         special[t // NC] |= found[t]
@@ -1769,74 +1793,74 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, addend, c_in,
 
 
 @njit(parallel=True, cache=True)
-def _s4_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g4_32, 4, False, False,
+def _s4_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g4_32, 4, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s4_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g4_64, 4, True, False,
+def _s4_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g4_64, 4, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s8_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g8_32, 8, False, False,
+def _s8_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g8_32, 8, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s8_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g8_64, 8, True, False,
+def _s8_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g8_64, 8, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s16_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g16_32, 16, False, False,
+def _s16_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g16_32, 16, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s16_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g16_64, 16, True, False,
+def _s16_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g16_64, 16, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g32_32, 32, False, False,
+def _s32_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g32_32, 32, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g32_64, 32, True, False,
+def _s32_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g32_64, 32, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_fma_g32, 32, False, True,
+def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_fma_g32, 32, False, True,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s64_32(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g64_32, 64, False, False,
+def _s64_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g64_32, 64, False, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s64_64(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_g64_64, 64, True, False,
+def _s64_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g64_64, 64, True, False,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
 @njit(parallel=True, cache=True)
-def _s64_fma(a, e, al, b, bp, nb_, el, lc, out, plus, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, ci, _rows_fma_g64, 64, False, True,
+def _s64_fma(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_fma_g64, 64, False, True,
                        frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
 
 
@@ -1895,6 +1919,7 @@ def _addend_of(addend, count):
 
 
 _NO_ADDEND = np.empty((0, 0), np.uint32)  # one GEMM's addend where there is none
+_NO_D16 = np.empty((0, 0), np.uint16)  # one GEMM's f16 bits where D is f32
 
 
 def _check_addend(addend, rule, use_c, shape):
@@ -2150,6 +2175,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     specs = _gemm_specs(path.wide, path.lanes.dtype, path.lc is not None, m, kk, *blocks, rule.group)
     out, elems = _accumulator(c, use_c, (m, n))
     _check_addend(addend, rule, use_c, (m, n))
+    f16 = rounding_code(rule) != ROUND_RZ
+    d = np.empty((m, n), np.uint16) if f16 else out.view(np.uint32)
     in_kernel = decodes_by_blocks(af, a.itemsize * 8, path.sh)  # else decoded here first
     with POOL.arrays(specs) as arrays:
         packed, panels = arrays[:3], arrays[3:]
@@ -2161,8 +2188,8 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         a_dec = (int(neg_a), path.lanes.off_a, *_low_args(path.lc), in_kernel)
         kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
         decoded_rows, b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out,
-                                       _NO_ADDEND if addend is None else addend, use_c, c_emin, d_emin, blocks,
-                                       panels, (a, af, a_dec))
+                                       _NO_ADDEND if addend is None else addend, d if f16 else _NO_D16, use_c,
+                                       c_emin, d_emin, blocks, panels, (a, af, a_dec))
         if in_kernel:
             a_rows, a_special = decoded_rows, decoded_rows.any()
         del arrays, packed, panels
@@ -2172,7 +2199,6 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         cols = scan_columns(b, bf)[1] if b_special else np.zeros(n, np.bool_)
     else:
         rows, cols, special = path.scan
-    d = _d_bits(out, rule)
     if special or elems is not None:
         fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems, addend)
     return d
@@ -2191,8 +2217,9 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     ``bound_b`` leaves B unscanned where its format needs a scan, within a window that its
     decoding checks (:func:`b_window`); where B leaves it, the stack runs again with B
     scanned.  ``into``: where given, D's bits go there (an array of D's storage, S x M x N,
-    C-contiguous), and the kernels accumulate in it where D is float32 (else D is a new
-    array): a caller that gathers the stack's parts in one array then copies none of them.
+    C-contiguous): the kernels accumulate in it where D is float32 and write an f16 D's bits
+    there at the end, so a caller that gathers the stack's parts in one array copies none of
+    them.
     ``addend``: as :func:`fused_gemm`'s, S x M x N."""
     count, m, kk = a.shape
     n = b.shape[2]
@@ -2203,24 +2230,25 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     in_place = into is not None and rounding_code(rule) == ROUND_RZ
     out, elems = _accumulator(c, use_c, (count, m, n), into.view(np.float32) if in_place else None)
     _check_addend(addend, rule, use_c, out.shape)
+    f16 = rounding_code(rule) != ROUND_RZ
+    if f16:  # the kernels write D's bits at the end
+        d = np.empty((count, m, n), np.uint16) if into is None else into
+    else:
+        d = out.view(np.uint32)
     with POOL.arrays(specs) as packed:
         a_rows = decode_packed_stack(np.ascontiguousarray(a), af, int(neg_a), path.sh, path.lanes.zero,
                                      path.lanes.off_a, *packed, *_low_args(path.lc), get_num_threads())
         if path.lc is not None:
             _pad_rows(packed, m)
         kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
-        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, _addend_of(addend, count), use_c, c_emin,
-                         d_emin, (KB, NB, MB, chunks))
+        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, _addend_of(addend, count),
+                         d if f16 else np.empty((count, 0, 0), np.uint16), use_c, c_emin, d_emin, (KB, NB, MB, chunks))
         del packed
     b_scans = {s: scan_columns(b[s], bf) for s in np.flatnonzero(b_special)}
     if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
         return fused_gemm_stack(rule, a, b, c, af, bf, cf, df, c_emin=c_emin, d_emin=d_emin, use_c=use_c,
                                 neg_a=neg_a, neg_b=neg_b, blocks=blocks, wide=wide, exp_lanes=exp_lanes, fma=fma,
                                 chunks=chunks, into=into, terms=terms, addend=addend)
-    d = _d_bits(out, rule)
-    if into is not None and not in_place:
-        into[...] = d
-        d = into
     special = a_rows.any(axis=1) | b_special
     if elems is not None:
         special |= elems.any(axis=(1, 2))
@@ -2394,25 +2422,27 @@ def _copy_finite(src, dst):
     return bad
 
 
-def _run(kernel, path, rule, packed, b, bf, neg_b, out, addend, use_c, c_emin, d_emin, blocks, panels=(), a_dec=()):
+def _run(kernel, path, rule, packed, b, bf, neg_b, out, addend, d16, use_c, c_emin, d_emin, blocks, panels=(),
+         a_dec=()):
     """``kernel`` (of :data:`KERNELS` and the like) on A's arrays (decoded, or for
     :data:`KERNELS` to be decoded as ``a_dec``, ``(bits, format, decoding)``, says:
-    :func:`_gemm_body`), B's bits, the accumulator ``out`` and ``addend`` (empty rows for
-    none) (and for :data:`KERNELS`, the
+    :func:`_gemm_body`), B's bits, the accumulator ``out``, ``addend`` and ``d16`` (empty
+    rows for none: :func:`_write_tile`) (and for :data:`KERNELS`, the
     memory of B's ``panels``); what it returns (:data:`KERNELS`: A's rows with an inf or
     NaN, where it decoded A, and whether B holds one; the stack kernels: which GEMMs' B hold
     one)."""
     lanes = path.lanes
     kernel_lanes = (lanes.zero, lanes.off_b, lanes.thr, lanes.off_a + lanes.off_b, *(path.b_range or (1, 0)))
     return kernel(*packed, b, bf, int(neg_b), kernel_lanes, _NO_LOW_CODES if path.lc is None else tuple(path.lc),
-                  *panels, out, addend, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
+                  *panels, out, addend, d16, bool(use_c), rule.frac_bits, path.sh, rule.e_zero, rule.out_man_bits,
                   rounding_code(rule), c_emin, d_emin, *blocks, *a_dec)
 
 
 def _d_bits(out, rule):
     """D's bits from the accumulator: float32's own, or f16's (the f16 mode, whose sums the
     kernels rounded to f16 values, so the conversion is exact; numpy's ``astype`` converts
-    on one core, 1.5 ms for 1M elements, which an fp8 GEMM paid for every instruction)."""
+    on one core, 1.5 ms for 1M elements).  The blocked kernels write an f16 D's bits
+    themselves (:func:`_write_tile`); :mod:`.small_gemm` converts by this."""
     if rounding_code(rule) == ROUND_RZ:
         return out.view(np.uint32)
     bits = np.empty(out.shape, np.uint16)
@@ -2439,16 +2469,11 @@ def f16_bits_of_f32(s):
 
 
 @njit(cache=True, inline="always")
-def plus_nearest(s, x, f16):
+def plus_nearest(s, x):
     """``s + x`` for float32 ``s`` and ``x``, one IEEE addition rounded to nearest even (the
-    caller sets MXCSR) in float32, or where ``f16`` (both then f16 values) in f16: the
-    float32 sum rounded once more, which gives the correctly rounded f16 sum (24 >= 2 * 11 + 2:
-    double rounding is innocuous).  A NaN comes out as float32's canonical 0x7FFFFFFF (f16's
-    0x7FFF, held as a float32, where ``f16``): the GPU's ``FADD`` and ``HADD2``, which add C
-    to an fp8 instruction's sum (:class:`~fastmma.isa.numerics.ConvertedF16Rule`)."""
+    caller sets MXCSR), a NaN as the canonical 0x7FFFFFFF: the GPU's ``FADD``, which adds C
+    to an fp8 instruction's sum (:class:`~fastmma.isa.numerics.ConvertedF16Rule`) in f32."""
     v = s + x
-    if f16:
-        return f32_from_f16_bits(f16_bits_of_f32(v))
     return v if v == v else f32_from_bits(_I32(0x7FFFFFFF))
 
 
@@ -2461,11 +2486,11 @@ def value_of_bits(x, f16):
 
 @njit(cache=True, inline="always")
 def _bits_plus(bits, x, f16):
-    """D's ``bits`` (f32's, or f16's where ``f16``) plus the float32 ``x`` by
-    :func:`plus_nearest`, as D's bits."""
+    """D's ``bits`` (f32's, or f16's where ``f16``) plus the float32 ``x``, as D's bits (as
+    :func:`_write_tile` adds)."""
     if f16:
-        return np.uint64(f16_bits_of_f32(f32_from_f16_bits(np.uint16(bits)) + x))
-    return np.uint64(np.uint32(f32_bits(plus_nearest(value_of_bits(bits, False), x, False))))
+        return np.uint64(f16_bits_of_f32(value_of_bits(bits, True) + x))
+    return np.uint64(np.uint32(f32_bits(plus_nearest(value_of_bits(bits, False), x))))
 
 
 @njit(cache=True, parallel=True)
