@@ -1497,8 +1497,7 @@ def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, 
     j_lo, j_hi)``), which hold C where ``c_in`` (else the accumulator starts at +0 and
     ``out`` is only written); the last block of K writes D as :func:`_write_tile` says, with
     ``addend`` (D's bits, or empty) and ``d16`` (an f16 D's bits, or empty).  Returns which
-    rows of
-    A hold an inf or NaN (where it decodes A, below) and whether B's rows hold one in those
+    rows of A hold an inf or NaN (where it decodes A, below) and whether B's rows hold one in those
     columns.  Where ``fma``, pass 2 is :func:`_rows_fma`'s, with B's low codes (``lc``)
     decoded beside its panel.  ``lanes`` ends with the bounds of B's exponents
     (:func:`b_decoder`'s window; none where the first exceeds the second); an element
@@ -1513,8 +1512,8 @@ def _gemm_body(a_val, a_exp, a_low, a_bits, ap, a_dec, b, bp, neg_b, lanes, lc, 
     ``a_low``: each task of the first block of columns decodes the block of rows it
     computes, before it computes (:func:`_decode_a_block`), where a parallel loop of its own
     had started the threads once more, a few microseconds of a small GEMM."""
-    KB, NB, MB, j_lo, j_hi = blocks  # (CPython passes a call of more than 30 arguments as *args, which numba
-    # cannot inline)
+    # (one tuple: CPython passes a call of more than 30 arguments as *args, which numba cannot inline)
+    KB, NB, MB, j_lo, j_hi = blocks
     neg_a, off_a, a_lo, a_low_zero, decode_a = a_dec
     a_special = _flags(_row_count(a_bits))
     b_special = _flags(b.shape[0])  # per chunk of B's rows (at its first), each set by one thread
@@ -1664,87 +1663,87 @@ def _decoder_kind(p, width) -> int:
 
 
 @njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-           abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g4_32, 4, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+           KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g4_32, 4, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-           abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g4_64, 4, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+           KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g4_64, 4, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-           abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g8_32, 8, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+           KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g8_32, 8, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-           abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g8_64, 8, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+           KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g8_64, 8, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g16_32, 16, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+            KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g16_32, 16, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g16_64, 16, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+            KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g16_64, 16, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g32_32, 32, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+            KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g32_32, 32, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g32_64, 32, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+            KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g32_64, 32, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_fma_g32, 32, False,
-                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+             KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_fma_g32, 32, False, True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g64_32, 64, False,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+            KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g64_32, 64, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-            abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_g64_64, 64, True,
-                      False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+            KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_g64_64, 64, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 @njit(parallel=True, cache=True)
-def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB,
-             abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, _rows_fma_g64, 64, False,
-                      True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+             KB, NB, MB, abits, ap, ad):
+    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                      _rows_fma_g64, 64, False, True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
 
 
 KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32, (64, False): _g64_32,
@@ -1881,8 +1880,7 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
     element, for each GEMM of a stack: ``a`` (S, M, K), ``b`` (S, K, N), ``c`` and ``d``
     (S, M, N); ``rows`` (S, M), ``cols`` (S, N) and ``elems`` (S, M, N) boolean masks;
     ``addend`` (S, M, N), D's bits, where the kernels added it (:func:`plus_nearest`), else
-    (S, 0, 0).
-    The threads share the rows of all S GEMMs (a stack of GEMVs is one call, not one each)."""
+    (S, 0, 0).  The threads share the rows of all S GEMMs (a stack of GEMVs is one call, not one each)."""
     m = a.shape[1]
     n = b.shape[2]
     f16 = rnd != ROUND_RZ
