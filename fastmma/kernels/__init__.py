@@ -68,8 +68,7 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     """
     macs = a.shape[0] * a.shape[1] * b.shape[1]
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
-    if addend is not None and not isinstance(rule, FusedDotRule):
-        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
+    _check_addend_rule(rule, addend)
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, **kw, inner=execute)
     if isinstance(rule, FfmaExpansionRule):
@@ -84,6 +83,12 @@ def execute(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
                       addend=addend)
     with launch_lock:
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
+
+
+def _check_addend_rule(rule, addend):
+    """An ``addend`` goes with a :class:`FusedDotRule`'s sum only (ValueError otherwise)."""
+    if addend is not None and not isinstance(rule, FusedDotRule):
+        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
 
 
 def _plus_addend(d, addend, dtype):
@@ -150,8 +155,7 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
     stack kernel; anything else is a loop of :func:`execute`."""
     count, m, kk = a.shape
     n = b.shape[2]
-    if addend is not None and not isinstance(rule, FusedDotRule):
-        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
+    _check_addend_rule(rule, addend)
     if isinstance(rule, ConvertedF16Rule):
         return _module("converted_sum").converted_sum(rule, a, b, c, atype, btype, dtype, use_c=use_c, neg_a=neg_a,
                                                       neg_b=neg_b, inner=execute_stack)
@@ -238,8 +242,7 @@ def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str
     if isinstance(rule, FusedDotRule):
         return _fused(_module("fused_gemm").fused_gemm, rule, a, b, c, atype, btype, ctype, dtype, **kw, terms=terms,
                       addend=addend)
-    if addend is not None:
-        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
+    _check_addend_rule(rule, addend)
     with launch_lock:
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
@@ -306,8 +309,7 @@ def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
                                                       neg_b=neg_b, inner=reference)
     if isinstance(rule, FfmaExpansionRule):  # one kernel: each step is one IEEE operation, nothing to simplify
         return _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
-    if addend is not None and not isinstance(rule, FusedDotRule):
-        raise ValueError(f"an addend is for a FusedDotRule's sum, not {rule!r}")
+    _check_addend_rule(rule, addend)
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)
