@@ -17,8 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
-from .fused_gemm import f16_bits_of_f32, plus_nearest
-from .vector_ops import f32_from_f16_bits
+from .fused_gemm import ELEMENT_CHUNK, bits_sum
 
 _FP8_DTYPES = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
 
@@ -38,30 +37,14 @@ def to_f16(bits: np.ndarray, fmt: str) -> np.ndarray:
     return f16_table(fmt)[bits]
 
 
-CHUNK = 1 << 14
-
-
 @njit(cache=True, parallel=True)
-def _add_f32(p, c, out):
-    for ch in prange((p.size + CHUNK - 1) // CHUNK):
+def _add_bits(p, c, out, f16):
+    """``out = p + c`` for D's bits (1-D; f16's where ``f16``, else f32's): :func:`bits_sum`."""
+    for ch in prange((p.size + ELEMENT_CHUNK - 1) // ELEMENT_CHUNK):
         saved = read_mxcsr()
         write_mxcsr(np.int32(MXCSR_NEAREST))  # no flush to zero, whatever the caller set
-        for i in range(ch * CHUNK, min(p.size, (ch + 1) * CHUNK)):
-            out[i] = plus_nearest(p[i], c[i])
-        write_mxcsr(saved)
-
-
-@njit(cache=True, parallel=True)
-def _add_f16(p, c, out):
-    """``out = p + c`` for f16 bits (uint16, 1-D): the exact f32 values of the halves added
-    in float32, rounded to nearest, then rounded to f16.  The two roundings are one: a sum of
-    two halves rounded first to binary32 and then to binary16 is the correctly rounded one
-    (24 >= 2 * 11 + 2: double rounding is innocuous)."""
-    for ch in prange((p.size + CHUNK - 1) // CHUNK):
-        saved = read_mxcsr()
-        write_mxcsr(np.int32(MXCSR_NEAREST))  # no flush to zero, whatever the caller set
-        for i in range(ch * CHUNK, min(p.size, (ch + 1) * CHUNK)):
-            out[i] = f16_bits_of_f32(f32_from_f16_bits(p[i]) + f32_from_f16_bits(c[i]))
+        for i in range(ch * ELEMENT_CHUNK, min(p.size, (ch + 1) * ELEMENT_CHUNK)):
+            out[i] = bits_sum(p[i], c[i], f16)
         write_mxcsr(saved)
 
 
@@ -71,11 +54,11 @@ def add_nearest(p: np.ndarray, c: np.ndarray, dtype: str, *, in_place: bool = Fa
     subnormals kept, a NaN result canonical (0x7FFFFFFF, 0x7FFF).  ``in_place``: the sum is
     written over ``p`` (over its contiguous copy where it is not contiguous; a new array's
     pages cost a tenth of the time)."""
-    add, values = (_add_f32, np.float32) if dtype == "f32" else (_add_f16, np.uint16)
-    x = np.ascontiguousarray(p).view(values).ravel()
-    y = np.ascontiguousarray(c).view(values).ravel()
+    bits = np.uint32 if dtype == "f32" else np.uint16
+    x = np.ascontiguousarray(p).view(bits).ravel()
+    y = np.ascontiguousarray(c).view(bits).ravel()
     s = x if in_place else np.empty_like(x)
-    add(x, y, s)
+    _add_bits(x, y, s, dtype != "f32")
     return s.view(p.dtype).reshape(p.shape)
 
 

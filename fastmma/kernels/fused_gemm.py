@@ -1894,7 +1894,7 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
                 continue
             bits = fused_chain(a[s], b[s], c[s], i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
                                frac, e_zero, omb, rnd)
-            d[s, i, j] = _bits_plus(bits, value_of_bits(addend[s, i, j], f16), f16) if addend.shape[1] else bits
+            d[s, i, j] = bits_sum(bits, addend[s, i, j], f16) if addend.shape[1] else bits
         write_mxcsr(saved)
 
 
@@ -1908,16 +1908,14 @@ def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, co
         addend = None if addend is None else addend[None]
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
-                   np.zeros(d.shape, np.bool_) if elems is None else elems, _addend_of(addend, d.shape[0]))
+                   np.zeros(d.shape, np.bool_) if elems is None else elems, _or_none(addend, np.uint32, d.shape[:1]))
 
 
-def _addend_of(addend, count):
-    """``addend`` as the kernels take it: D's bits (S, M, N), or (S, 0, 0) for none."""
-    return np.empty((count, 0, 0), np.uint32) if addend is None else addend
-
-
-_NO_ADDEND = np.empty((0, 0), np.uint32)  # one GEMM's addend where there is none
-_NO_D16 = np.empty((0, 0), np.uint16)  # one GEMM's f16 bits where D is f32
+def _or_none(x, dtype, count=()):
+    """``x`` as the kernels take an optional array (an addend, an f16 D's bits): itself, or
+    where it is None an empty one of ``dtype``, (0, 0) for one GEMM, (S, 0, 0) for a stack
+    of ``count`` = (S,), whose rows the kernels read as none."""
+    return np.empty((*count, 0, 0), dtype) if x is None else x
 
 
 def _check_addend(addend, rule, use_c, shape):
@@ -2186,7 +2184,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
         a_dec = (int(neg_a), path.lanes.off_a, *_low_args(path.lc), in_kernel)
         kernel = KERNELS[(rule.group, path.wide)] if path.lc is None else FMA_KERNELS[rule.group]
         decoded_rows, b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out,
-                                       _NO_ADDEND if addend is None else addend, d if f16 else _NO_D16, use_c,
+                                       _or_none(addend, np.uint32), _or_none(d if f16 else None, np.uint16), use_c,
                                        c_emin, d_emin, blocks, panels, (a, af, a_dec))
         if in_kernel:
             a_rows, a_special = decoded_rows, decoded_rows.any()
@@ -2239,8 +2237,8 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
         if path.lc is not None:
             _pad_rows(packed, m)
         kernel = STACK_KERNELS[(rule.group, path.wide)] if path.lc is None else STACK_FMA_KERNELS[rule.group]
-        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, _addend_of(addend, count),
-                         d if f16 else np.empty((count, 0, 0), np.uint16), use_c, c_emin, d_emin, (KB, NB, MB, chunks))
+        b_special = _run(kernel, path, rule, packed, b, bf, neg_b, out, _or_none(addend, np.uint32, (count,)),
+                         _or_none(d if f16 else None, np.uint16, (count,)), use_c, c_emin, d_emin, (KB, NB, MB, chunks))
         del packed
     b_scans = {s: scan_columns(b[s], bf) for s in np.flatnonzero(b_special)}
     if path.b_range is not None and any(_outside(lo_hi, path.b_range) for lo_hi, _ in b_scans.values()):
@@ -2483,20 +2481,26 @@ def value_of_bits(x, f16):
 
 
 @njit(cache=True, inline="always")
-def _bits_plus(bits, x, f16):
-    """D's ``bits`` (f32's, or f16's where ``f16``) plus the float32 ``x``, as D's bits (as
-    :func:`_write_tile` adds)."""
+def bits_sum(p, c, f16):
+    """D's bits ``p`` plus D's bits ``c`` (f16's where ``f16``, else f32's), as D's bits: one
+    IEEE addition rounded to nearest even (the caller sets MXCSR), a NaN canonical.  An f16
+    sum is added in float32 and rounded to f16 once more; the two roundings are one
+    (24 >= 2 * 11 + 2: double rounding is innocuous).  The GPU's ``FADD`` / ``HADD2``, as
+    :func:`_write_tile` adds to a float32 sum."""
     if f16:
-        return np.uint64(f16_bits_of_f32(value_of_bits(bits, True) + x))
-    return np.uint64(np.uint32(f32_bits(plus_nearest(value_of_bits(bits, False), x))))
+        return np.uint32(f16_bits_of_f32(value_of_bits(p, True) + value_of_bits(c, True)))
+    return np.uint32(f32_bits(plus_nearest(value_of_bits(p, False), value_of_bits(c, False))))
+
+
+ELEMENT_CHUNK = 1 << 14  # elements a thread takes at a time in the element-wise kernels
 
 
 @njit(cache=True, parallel=True)
 def _f16_bits_of(x, out):
     """``out`` = the f16 bits of float32 ``x`` (1-D), rounded to nearest even."""
-    for ch in prange((x.size + 16383) // 16384):
+    for ch in prange((x.size + ELEMENT_CHUNK - 1) // ELEMENT_CHUNK):
         saved = read_mxcsr()
         write_mxcsr(np.int32(MXCSR_NEAREST))
-        for i in range(ch * 16384, min(x.size, (ch + 1) * 16384)):
+        for i in range(ch * ELEMENT_CHUNK, min(x.size, (ch + 1) * ELEMENT_CHUNK)):
             out[i] = f16_bits_of_f32(x[i])
         write_mxcsr(saved)
