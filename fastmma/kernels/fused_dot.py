@@ -49,6 +49,33 @@ def rounding_code(rule) -> int:
 _NAN_F32 = 0x7FFFFFFF
 _NAN_F16 = 0x7FFF
 
+# what the special terms of a group (inf or NaN factors, and C) make of its sum, as flags
+POS_INF_TERM, NEG_INF_TERM, NAN_TERM = 1, 2, 4
+
+
+@njit(cache=True, inline="always")
+def special_term(ca, sa, cb, sb, neg):
+    """The flags of the term ``a * b`` (classes ``ca``, ``cb``, signs ``sa``, ``sb``, negated
+    where ``neg``): ``NAN_TERM`` for a NaN factor or ``inf * 0``, ``POS_INF_TERM`` or
+    ``NEG_INF_TERM`` for an infinite product, 0 for a finite one.  C counts as ``C * 1``."""
+    if ca == NAN or cb == NAN:
+        return NAN_TERM
+    if ca == INF or cb == INF:
+        if ca == ZERO or cb == ZERO:
+            return NAN_TERM
+        return NEG_INF_TERM if (sa ^ sb ^ neg) == 1 else POS_INF_TERM
+    return 0
+
+
+@njit(cache=True, inline="always")
+def special_bits(flags, df):
+    """D's bits (format ``df``) of a group whose special terms gave ``flags`` (non-zero): the
+    canonical NaN for a NaN term or infinities of both signs, else that infinity."""
+    if flags & NAN_TERM or flags & (POS_INF_TERM | NEG_INF_TERM) == POS_INF_TERM | NEG_INF_TERM:
+        return np.uint64(_NAN_F16 if df[0] == 5 else _NAN_F32)
+    sign = np.uint64(1 if flags & NEG_INF_TERM else 0) << np.uint64(df[0] + df[1])
+    return sign | np.uint64(((1 << df[0]) - 1) << df[1])
+
 
 @njit(cache=True, inline="always")
 def _bit_length(x):
@@ -131,43 +158,27 @@ def _round_bits(neg, mag, scale_exp, d_exp_bits, d_man_bits, d_bias, out_man_bit
 def fused_group(a, b, i, j, k0, group, af, bf, c_bits, cf, use_c, neg_a, neg_b,
                 frac_bits, e_zero, df, out_man_bits, rounding):
     """One fused step: ``c + sum(a[i, k] * b[k, j] for k in [k0, k0+group))`` -> D bits."""
-    nan = False
-    pos_inf = False
-    neg_inf = False
+    flags = 0
     e_max = e_zero
-    # pass 1: classes and the largest exponent
+    # pass 1: special terms and the largest exponent
     for k in range(k0, k0 + group):
         ca, sa, ea, ma = decode_float(a[i, k], af[0], af[1], af[2], af[3], af[4])
         cb, sb, eb, mb = decode_float(b[k, j], bf[0], bf[1], bf[2], bf[3], bf[4])
-        if ca == NAN or cb == NAN:
-            nan = True
-        elif ca == INF or cb == INF:
-            if ca == ZERO or cb == ZERO:
-                nan = True
-            elif (sa ^ sb ^ neg_a ^ neg_b) == 1:
-                neg_inf = True
-            else:
-                pos_inf = True
-        elif ca == FINITE and cb == FINITE:
+        if ca == FINITE and cb == FINITE:
             if ea + eb > e_max:
                 e_max = ea + eb
+        else:
+            flags |= special_term(ca, sa, cb, sb, neg_a ^ neg_b)
     cc, sc, ec, mc = ZERO, np.int64(0), np.int64(0), np.int64(0)
     if use_c:
         cc, sc, ec, mc = decode_float(c_bits, cf[0], cf[1], cf[2], cf[3], cf[4])
-        if cc == NAN:
-            nan = True
-        elif cc == INF:
-            if sc == 1:
-                neg_inf = True
-            else:
-                pos_inf = True
-        elif cc == FINITE and ec > e_max:
-            e_max = ec
-    if nan or (pos_inf and neg_inf):
-        return np.uint64(_NAN_F16 if df[0] == 5 else _NAN_F32)
-    if pos_inf or neg_inf:
-        sign = np.uint64(1 if neg_inf else 0) << np.uint64(df[0] + df[1])
-        return sign | np.uint64(((1 << df[0]) - 1) << df[1])
+        if cc == FINITE:
+            if ec > e_max:
+                e_max = ec
+        else:
+            flags |= special_term(cc, sc, FINITE, 0, 0)
+    if flags:
+        return special_bits(flags, df)
     # pass 2: truncated terms, summed exactly
     total = np.int64(0)
     pa_pb = af[1] + bf[1]
@@ -190,10 +201,19 @@ def fused_chain(a, b, c, i, j, group, af, bf, cf, df, use_c, neg_a, neg_b, frac_
                 out_man_bits, rounding):
     """D[i, j] bits: C[i, j] (read as ``cf``), then one :func:`fused_group` per ``group``
     k-terms, each reading the accumulator (as ``df``) the one before left."""
+    return fused_chain_to(a, b, c, i, j, a.shape[1], group, af, bf, cf, df, use_c, neg_a, neg_b, frac_bits,
+                          e_zero, out_man_bits, rounding)
+
+
+@njit(cache=True, inline="always")
+def fused_chain_to(a, b, c, i, j, k_end, group, af, bf, cf, df, use_c, neg_a, neg_b, frac_bits, e_zero,
+                   out_man_bits, rounding):
+    """:func:`fused_chain` over the groups before ``k_end`` (a multiple of ``group``) alone:
+    the accumulator as it enters the group at ``k_end`` (C's bits where ``k_end`` is 0)."""
     acc = np.uint64(c[i, j])
     acc_f = cf
     acc_used = use_c
-    for k0 in range(0, a.shape[1], group):
+    for k0 in range(0, k_end, group):
         acc = fused_group(a, b, i, j, k0, group, af, bf, acc, acc_f, acc_used, neg_a, neg_b,
                           frac_bits, e_zero, df, out_man_bits, rounding)
         acc_f = df

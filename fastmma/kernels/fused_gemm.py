@@ -96,10 +96,12 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
-from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain, rounding_code
+from .decode import FINITE, decode_float
+from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain_to, rounding_code, special_bits, special_term
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
 from .scratch import ALIGN, POOL, carve, layout, on_cache_line
+from .special_chains import column_specials, element_specials, prefix_bound, prefix_bounded, row_specials
 from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
                          lshr_i32, shl_i32, sub_i32)
 
@@ -1875,40 +1877,71 @@ STACK_FMA_KERNELS = {32: _s32_fma, 64: _s64_fma}
 
 @njit(parallel=True, cache=True)
 def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
-                   rows, cols, elems, addend):
-    """Recompute with the reference rule every D element in a special row, column or C
-    element, for each GEMM of a stack: ``a`` (S, M, K), ``b`` (S, K, N), ``c`` and ``d``
-    (S, M, N); ``rows`` (S, M), ``cols`` (S, N) and ``elems`` (S, M, N) boolean masks;
-    ``addend`` (S, M, N), D's bits, where the kernels added it (:func:`plus_nearest`), else
-    (S, 0, 0).  The threads share the rows of all S GEMMs (a stack of GEMVs is one call, not one each)."""
+                   rows, cols, elems, addend, b_specials, bound):
+    """Recompute every D element in a special row, column or C element, for each GEMM of a
+    stack: ``a`` (S, M, K), ``b`` (S, K, N), ``c`` and ``d`` (S, M, N); ``rows`` (S, M),
+    ``cols`` (S, N) and ``elems`` (S, M, N) boolean masks; ``addend`` (S, M, N), D's bits,
+    where the kernels added it (:func:`plus_nearest`), else (S, 0, 0).  Each element's D is
+    its special terms' (:mod:`.special_chains`: ``b_specials`` from
+    :func:`~.special_chains.column_specials`), where the groups before the first of them
+    cannot overflow (``bound``, :func:`~.special_chains.prefix_bound`), else the chain of
+    those groups is summed first.  The threads share the rows of all S GEMMs (a stack of
+    GEMVs is one call, not one each)."""
     m = a.shape[1]
     n = b.shape[2]
     f16 = rnd != ROUND_RZ
+    ptr, b_ks = b_specials
+    t, limit = bound
     for sr in prange(a.shape[0] * m):
         s = sr // m
         i = sr - s * m
+        a_ks = row_specials(a[s, i], af, rows[s, i])
         saved = read_mxcsr()
         write_mxcsr(_I32(MXCSR_NEAREST))
         for j in range(n):
             if not (rows[s, i] or cols[s, j] or elems[s, i, j]):
                 continue
-            bits = fused_chain(a[s], b[s], c[s], i, j, group, af, bf, cf, df, use_c, neg_a, neg_b,
-                               frac, e_zero, omb, rnd)
+            col = s * n + j
+            flags, first = element_specials(a[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf,
+                                            use_c, neg_a ^ neg_b)
+            if flags == 0:  # none met (a row or column flagged for another reason): the whole chain
+                bits = fused_chain_to(a[s], b[s], c[s], i, j, a.shape[2], group, af, bf, cf, df, use_c, neg_a, neg_b,
+                                      frac, e_zero, omb, rnd)
+            else:
+                start = first // group * group  # where the first group with a special term begins
+                c_abs = _magnitude(c[s, i, j], cf) if use_c else 0.0
+                if start and not prefix_bounded(c_abs, start // group, t, limit):
+                    acc = fused_chain_to(a[s], b[s], c[s], i, j, start, group, af, bf, cf, df, use_c, neg_a, neg_b,
+                                         frac, e_zero, omb, rnd)
+                    cls, sign, _, _ = decode_float(acc, df[0], df[1], df[2], df[3], df[4])
+                    flags |= special_term(cls, sign, FINITE, 0, 0)  # the prefix's overflow, if any
+                bits = special_bits(flags, df)
             d[s, i, j] = bits_sum(bits, addend[s, i, j], f16) if addend.shape[1] else bits
         write_mxcsr(saved)
+
+
+@njit(cache=True, inline="always")
+def _magnitude(x, p):
+    """``|x|`` of a finite float's bits ``x`` (format ``p``), 0 for an inf or NaN."""
+    cls, _, e, sig = decode_float(x, p[0], p[1], p[2], p[3], p[4])
+    return sig * 2.0 ** (e - p[1]) if cls == FINITE else 0.0
 
 
 def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems=None, addend=None):
     """:func:`fixup_specials` under ``rule``, for one GEMM (2-D operands, ``rows`` (M,),
     ``cols`` (N,)) or a stack; ``elems`` None where C holds no inf or NaN, ``addend`` None
-    where nothing was added."""
+    where nothing was added.  Every D element it recomputes has a special term (an inf or
+    NaN in its row of A, its column of B or its C)."""
     if a.ndim == 2:
         a, b, c, d, rows, cols = a[None], b[None], c[None], d[None], rows[None], cols[None]
         elems = None if elems is None else elems[None]
         addend = None if addend is None else addend[None]
+    a, b, c = np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c)
+    bound = prefix_bound(a, b, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
-                   np.zeros(d.shape, np.bool_) if elems is None else elems, _or_none(addend, np.uint32, d.shape[:1]))
+                   np.zeros(d.shape, np.bool_) if elems is None else elems, _or_none(addend, np.uint32, d.shape[:1]),
+                   column_specials(b, bf, cols), bound)
 
 
 def _or_none(x, dtype, count=()):

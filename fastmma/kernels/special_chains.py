@@ -1,0 +1,163 @@
+"""D elements whose chain of groups meets an inf or NaN, decided by their special terms.
+
+Under the fused rule (:mod:`.fused_dot`) a group whose terms or C hold an inf or NaN gives
+an inf or NaN without summing its finite terms, and that result is the next group's C. So
+once a chain meets a special term, every later group's sum is special too, and D is
+decided by the flags of the special terms alone (:func:`.fused_dot.special_term`: NaN for
+a NaN factor, ``inf * 0`` or infinities of both signs, else the one infinity), with one
+exception: the finite groups before the first special one can overflow to an infinity,
+which then counts as a term of that sign.  Where a bound on those groups' sums shows that
+none can overflow (:func:`prefix_bound`, :func:`prefix_bounded`), an element costs a look at
+its special terms, not its chain of K terms; elsewhere those groups are summed as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .decode import FINITE, INF, decode_float
+from .fused_dot import special_term
+
+
+@njit(cache=True, inline="always")
+def _is_special(bits, p):
+    return decode_float(bits, p[0], p[1], p[2], p[3], p[4])[0] >= INF
+
+
+_BAND = 64  # columns of B that column_specials reads down K at a time
+
+
+def column_specials(b, bf, cols):
+    """:func:`_column_specials`, none where no column is flagged."""
+    if not cols.any():
+        return np.zeros(cols.size + 1, np.int64), np.empty(0, np.int64)
+    return _column_specials(b, bf, cols)
+
+
+@njit(cache=True, parallel=True)
+def _column_specials(b, bf, cols):
+    """Where each flagged column of B holds an inf or NaN: ``(ptr, ks)``, the ks of
+    ``b[s, :, j]`` (in increasing k) at ``ks[ptr[s * N + j]:ptr[s * N + j + 1]]`` for
+    ``cols[s, j]``, none for the others.  ``b`` (S, K, N), ``cols`` (S, N).  The threads
+    share bands of :data:`_BAND` columns, each read row by row."""
+    count, kk, n = b.shape
+    bands = (n + _BAND - 1) // _BAND
+    ptr = np.zeros(count * n + 1, np.int64)
+    for sb in prange(count * bands):
+        s, j0 = sb // bands, sb % bands * _BAND
+        j1 = min(n, j0 + _BAND)
+        if cols[s, j0:j1].any():
+            for k in range(kk):
+                for j in range(j0, j1):
+                    if cols[s, j] and _is_special(b[s, k, j], bf):
+                        ptr[s * n + j + 1] += 1
+    for t in range(count * n):
+        ptr[t + 1] += ptr[t]
+    ks = np.empty(ptr[-1], np.int64)
+    for sb in prange(count * bands):
+        s, j0 = sb // bands, sb % bands * _BAND
+        j1 = min(n, j0 + _BAND)
+        put = ptr[s * n + j0:s * n + j1].copy()
+        if cols[s, j0:j1].any():
+            for k in range(kk):
+                for j in range(j0, j1):
+                    if cols[s, j] and _is_special(b[s, k, j], bf):
+                        ks[put[j - j0]] = k
+                        put[j - j0] += 1
+    return ptr, ks
+
+
+@njit(cache=True, inline="always")
+def row_specials(row, af, flagged):
+    """The ks (in increasing k) where ``row`` (one row of A) holds an inf or NaN, none
+    unless ``flagged``."""
+    ks = np.empty(row.shape[0] if flagged else 0, np.int64)
+    count = 0
+    for k in range(ks.shape[0]):
+        if _is_special(row[k], af):
+            ks[count] = k
+            count += 1
+    return ks[:count]
+
+
+@njit(cache=True, inline="always")
+def element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg):
+    """``(flags, first)`` of element ``(i, j)``: the flags of its special terms, those at
+    ``a_ks`` (A's row) and ``b_ks`` (B's column) and C's, and the first k where one is (0
+    for C's, ``a.shape[1]`` for none)."""
+    flags = 0
+    first = a.shape[1]
+    if use_c:
+        cc, sc, ec, mc = decode_float(c[i, j], cf[0], cf[1], cf[2], cf[3], cf[4])
+        flags |= special_term(cc, sc, FINITE, 0, 0)
+        if flags:
+            first = 0
+    for ks in (a_ks, b_ks):
+        for t in range(ks.shape[0]):
+            k = ks[t]
+            ca, sa, ea, ma = decode_float(a[i, k], af[0], af[1], af[2], af[3], af[4])
+            cb, sb, eb, mb = decode_float(b[k, j], bf[0], bf[1], bf[2], bf[3], bf[4])
+            flags |= special_term(ca, sa, cb, sb, neg)
+        if ks.shape[0]:
+            first = min(first, ks[0])
+    return flags, first
+
+
+@njit(cache=True, parallel=True)
+def _finite_max(bits, p):
+    """The largest magnitude of the finite elements of ``bits`` (any shape), as float64."""
+    flat = bits.reshape(-1)
+    chunks = 64
+    best = np.zeros(chunks)
+    for ch in prange(chunks):
+        top = 0.0
+        for t in range(ch * flat.size // chunks, (ch + 1) * flat.size // chunks):
+            cls, sign, e, m = decode_float(flat[t], p[0], p[1], p[2], p[3], p[4])
+            if cls == FINITE:
+                top = max(top, m * 2.0 ** (e - p[1]))
+        best[ch] = top
+    return best.max()
+
+
+def _format_max(p) -> float:
+    """The largest finite value of the format ``p`` (:func:`.decode.float_params`)."""
+    exp_bits, man_bits, bias, ieee, _ = p
+    top_field = (1 << exp_bits) - (2 if ieee else 1)
+    top_man = (1 << man_bits) - (1 if ieee else 2)  # a non-IEEE format's all-ones code is NaN
+    return float(((1 << man_bits) | top_man) * 2.0 ** (top_field - bias - man_bits))
+
+
+#: a bound on the growth of a sum's magnitude by one rounding (to nearest: 2^-11 for f16)
+GROWTH = 1.0 + 2.0 ** -10
+
+
+def _limit(df, nearest: bool) -> float:
+    """The magnitude at which a sum overflows D's format: one unit in the last place above
+    its largest finite value rounding toward zero, half of one rounding to nearest."""
+    exp_bits, man_bits, bias, _, _ = df
+    ulp = 2.0 ** ((1 << exp_bits) - 2 - bias - man_bits)
+    return _format_max(df) + (ulp / 2 if nearest else ulp)
+
+
+def prefix_bound(a, b, af, bf, df, group: int, nearest: bool) -> tuple[float, float]:
+    """``(t, limit)`` for :func:`prefix_bounded`: ``t`` bounds the magnitude of one group's
+    truncated terms (``group`` times the largest magnitudes of A and B) plus 1 (more than a
+    subnormal rounding can add), ``limit`` is where D overflows (rounding to nearest where
+    ``nearest``, else toward zero).  The formats' largest values give ``t`` where they keep
+    the longest chain of A and B (from a C of 0) below ``limit``, the largest finite
+    elements of A and B (``a``, ``b`` C-contiguous) where they do not."""
+    limit = _limit(df, nearest)
+    t = group * _format_max(af) * _format_max(bf) + 1.0
+    groups = a.shape[-1] // group
+    if groups > 1 and groups * t * GROWTH ** min(groups, 100000) >= limit:  # one group has no prefix
+        t = group * _finite_max(a, af) * _finite_max(b, bf) + 1.0
+    return t, limit
+
+
+@njit(cache=True, inline="always")
+def prefix_bounded(c_abs, groups, t, limit):
+    """Whether ``groups`` finite groups of terms below ``t`` each, from a C of magnitude
+    ``c_abs``, stay below the overflow ``limit``: each group's sum is rounded once, which
+    grows its magnitude by a factor below :data:`GROWTH`."""
+    return (c_abs + groups * t) * GROWTH ** groups < limit
