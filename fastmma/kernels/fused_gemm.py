@@ -1902,22 +1902,33 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
             if not (rows[s, i] or cols[s, j] or elems[s, i, j]):
                 continue
             col = s * n + j
-            flags, first = element_specials(a[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf,
-                                            use_c, neg_a ^ neg_b)
-            if flags == 0:  # none met (a row or column flagged for another reason): the whole chain
-                bits = fused_chain_to(a[s], b[s], c[s], i, j, a.shape[2], group, af, bf, cf, df, use_c, neg_a, neg_b,
-                                      frac, e_zero, omb, rnd)
-            else:
-                start = first // group * group  # where the first group with a special term begins
-                c_abs = _magnitude(c[s, i, j], cf) if use_c else 0.0
-                if start and not prefix_bounded(c_abs, start // group, t, limit):
-                    acc = fused_chain_to(a[s], b[s], c[s], i, j, start, group, af, bf, cf, df, use_c, neg_a, neg_b,
-                                         frac, e_zero, omb, rnd)
-                    cls, sign, _, _ = decode_float(acc, df[0], df[1], df[2], df[3], df[4])
-                    flags |= special_term(cls, sign, FINITE, 0, 0)  # the prefix's overflow, if any
-                bits = special_bits(flags, df)
+            bits = _special_element(a[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf, df, group,
+                                    frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
             d[s, i, j] = bits_sum(bits, addend[s, i, j], f16) if addend.shape[1] else bits
         write_mxcsr(saved)
+
+
+@njit(cache=True)
+def _special_element(a, b, c, i, j, a_ks, b_ks, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
+                     t, limit):
+    """D's bits of element ``(i, j)`` of one GEMM (:func:`fixup_specials`), whose row of A
+    holds inf or NaN at ``a_ks`` and column of B at ``b_ks``: its special terms' flags, with
+    the groups before the first of them summed where they could overflow (the whole chain
+    where it meets none).  Called, not inlined: inlined, its chains made numba's analysis of
+    the parallel loop take three times as long to compile."""
+    flags, first = element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg_a ^ neg_b)
+    end = a.shape[1]  # where the groups summed end: none met, the whole chain
+    if flags:
+        end = first // group * group  # the first group with a special term
+        if end and prefix_bounded(_magnitude(c[i, j], cf) if use_c else 0.0, end // group, t, limit):
+            end = 0
+        if end == 0:
+            return special_bits(flags, df)
+    acc = fused_chain_to(a, b, c, i, j, end, group, af, bf, cf, df, use_c, neg_a, neg_b, frac, e_zero, omb, rnd)
+    if flags == 0:
+        return acc
+    cls, sign, _, _ = decode_float(acc, df[0], df[1], df[2], df[3], df[4])
+    return special_bits(flags | special_term(cls, sign, FINITE, 0, 0), df)  # the prefix's overflow, if any
 
 
 @njit(cache=True, inline="always")

@@ -29,18 +29,18 @@ _BAND = 64  # columns of B that column_specials reads down K at a time
 
 
 def column_specials(b, bf, cols):
-    """:func:`_column_specials`, none where no column is flagged."""
-    if not cols.any():
+    """Where each flagged column of B holds an inf or NaN: ``(ptr, ks)``, the ks of
+    ``b[s, :, j]`` (in increasing k) at ``ks[ptr[s * N + j]:ptr[s * N + j + 1]]`` for
+    ``cols[s, j]``, none for the others.  ``b`` (S, K, N), ``cols`` (S, N)."""
+    if not cols.any():  # a row of A flagged alone: no kernel to start
         return np.zeros(cols.size + 1, np.int64), np.empty(0, np.int64)
     return _column_specials(b, bf, cols)
 
 
 @njit(cache=True, parallel=True)
 def _column_specials(b, bf, cols):
-    """Where each flagged column of B holds an inf or NaN: ``(ptr, ks)``, the ks of
-    ``b[s, :, j]`` (in increasing k) at ``ks[ptr[s * N + j]:ptr[s * N + j + 1]]`` for
-    ``cols[s, j]``, none for the others.  ``b`` (S, K, N), ``cols`` (S, N).  The threads
-    share bands of :data:`_BAND` columns, each read row by row."""
+    """:func:`column_specials`, the threads sharing bands of :data:`_BAND` columns, each
+    read row by row (two passes: the counts, then the ks)."""
     count, kk, n = b.shape
     bands = (n + _BAND - 1) // _BAND
     ptr = np.zeros(count * n + 1, np.int64)
@@ -68,7 +68,7 @@ def _column_specials(b, bf, cols):
     return ptr, ks
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def row_specials(row, af, flagged):
     """The ks (in increasing k) where ``row`` (one row of A) holds an inf or NaN, none
     unless ``flagged``."""
