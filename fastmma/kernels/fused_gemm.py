@@ -96,12 +96,11 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
-from .decode import FINITE, decode_float
-from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, fused_chain_to, rounding_code, special_bits, special_term
+from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, rounding_code
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
 from .scratch import ALIGN, POOL, carve, layout, on_cache_line
-from .special_chains import column_specials, element_specials, prefix_bound, prefix_bounded, row_specials
+from .special_chains import column_specials, prefix_bound, row_specials, special_element
 from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
                          lshr_i32, shl_i32, sub_i32)
 
@@ -1902,40 +1901,10 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
             if not (rows[s, i] or cols[s, j] or elems[s, i, j]):
                 continue
             col = s * n + j
-            bits = _special_element(a[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf, df, group,
-                                    frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
+            bits = special_element(a[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf, df, group,
+                                   frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
             d[s, i, j] = bits_sum(bits, addend[s, i, j], f16) if addend.shape[1] else bits
         write_mxcsr(saved)
-
-
-@njit(cache=True)
-def _special_element(a, b, c, i, j, a_ks, b_ks, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
-                     t, limit):
-    """D's bits of element ``(i, j)`` of one GEMM (:func:`fixup_specials`), whose row of A
-    holds inf or NaN at ``a_ks`` and column of B at ``b_ks``: its special terms' flags, with
-    the groups before the first of them summed where they could overflow (the whole chain
-    where it meets none).  Called, not inlined: inlined, its chains made numba's analysis of
-    the parallel loop take three times as long to compile."""
-    flags, first = element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg_a ^ neg_b)
-    end = a.shape[1]  # where the groups summed end: none met, the whole chain
-    if flags:
-        end = first // group * group  # the first group with a special term
-        if end and prefix_bounded(_magnitude(c[i, j], cf) if use_c else 0.0, end // group, t, limit):
-            end = 0
-        if end == 0:
-            return special_bits(flags, df)
-    acc = fused_chain_to(a, b, c, i, j, end, group, af, bf, cf, df, use_c, neg_a, neg_b, frac, e_zero, omb, rnd)
-    if flags == 0:
-        return acc
-    cls, sign, _, _ = decode_float(acc, df[0], df[1], df[2], df[3], df[4])
-    return special_bits(flags | special_term(cls, sign, FINITE, 0, 0), df)  # the prefix's overflow, if any
-
-
-@njit(cache=True, inline="always")
-def _magnitude(x, p):
-    """``|x|`` of a finite float's bits ``x`` (format ``p``), 0 for an inf or NaN."""
-    cls, _, e, sig = decode_float(x, p[0], p[1], p[2], p[3], p[4])
-    return sig * 2.0 ** (e - p[1]) if cls == FINITE else 0.0
 
 
 def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, cols, elems=None, addend=None):

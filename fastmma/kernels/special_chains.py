@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from .decode import FINITE, INF, decode_float
-from .fused_dot import special_term
+from .fused_dot import fused_chain_to, special_bits, special_term
 
 
 @njit(cache=True, inline="always")
@@ -104,6 +104,36 @@ def element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg):
     return flags, first
 
 
+@njit(cache=True, inline="always")
+def magnitude(x, p):
+    """``|x|`` of a float's bits ``x`` (format ``p``), 0 for an inf or NaN."""
+    cls, _, e, sig = decode_float(x, p[0], p[1], p[2], p[3], p[4])
+    return sig * 2.0 ** (e - p[1]) if cls == FINITE else 0.0
+
+
+@njit(cache=True)
+def special_element(a, b, c, i, j, a_ks, b_ks, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
+                    t, limit):
+    """D's bits of element ``(i, j)`` of one GEMM (``fused_gemm.fixup_specials``), whose row of A
+    holds inf or NaN at ``a_ks`` and column of B at ``b_ks``: its special terms' flags, with
+    the groups before the first of them summed where they could overflow (the whole chain
+    where it meets none).  Called, not inlined: inlined, its chains made numba's analysis of
+    the parallel loop take three times as long to compile."""
+    flags, first = element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg_a ^ neg_b)
+    end = a.shape[1]  # where the groups summed end: none met, the whole chain
+    if flags:
+        end = first // group * group  # the first group with a special term
+        if end and prefix_bounded(magnitude(c[i, j], cf) if use_c else 0.0, end // group, t, limit):
+            end = 0
+        if end == 0:
+            return special_bits(flags, df)
+    acc = fused_chain_to(a, b, c, i, j, end, group, af, bf, cf, df, use_c, neg_a, neg_b, frac, e_zero, omb, rnd)
+    if flags == 0:
+        return acc
+    cls, sign, _, _ = decode_float(acc, df[0], df[1], df[2], df[3], df[4])
+    return special_bits(flags | special_term(cls, sign, FINITE, 0, 0), df)  # the prefix's overflow, if any
+
+
 @njit(cache=True, parallel=True)
 def _finite_max(bits, p):
     """The largest magnitude of the finite elements of ``bits`` (any shape), as float64."""
@@ -113,9 +143,7 @@ def _finite_max(bits, p):
     for ch in prange(chunks):
         top = 0.0
         for t in range(ch * flat.size // chunks, (ch + 1) * flat.size // chunks):
-            cls, sign, e, m = decode_float(flat[t], p[0], p[1], p[2], p[3], p[4])
-            if cls == FINITE:
-                top = max(top, m * 2.0 ** (e - p[1]))
+            top = max(top, magnitude(flat[t], p))
         best[ch] = top
     return best.max()
 
@@ -150,7 +178,9 @@ def prefix_bound(a, b, af, bf, df, group: int, nearest: bool) -> tuple[float, fl
     limit = _limit(df, nearest)
     t = group * _format_max(af) * _format_max(bf) + 1.0
     groups = a.shape[-1] // group
-    if groups > 1 and groups * t * GROWTH ** min(groups, 100000) >= limit:  # one group has no prefix
+    # one group has no prefix; the power is capped below where Python's pow raises OverflowError (past the cap
+    # the product exceeds any limit anyway)
+    if groups > 1 and groups * t * GROWTH ** min(groups, 100000) >= limit:
         t = group * _finite_max(a, af) * _finite_max(b, bf) + 1.0
     return t, limit
 
