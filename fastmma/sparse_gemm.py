@@ -17,17 +17,20 @@ reach D).  Two ways compute it, with the same bits:
 
 * **Spread** (:func:`fastmma.kernels.execute_spread`), where the instruction's rule is one
   fused sum or an exact integer dot of its kept products and the blocked kernels have a group
-  of its whole k, for the columns of B that hold no infinity or NaN: A is spread to its dense
-  columns, zeros elsewhere, and one dense GEMM runs with a group of the instruction's k.  A
-  zero term adds nothing to a group and does not move its ``e_max``, which starts at
-  ``e_zero``; an infinity or NaN of B facing a spread zero would make a NaN.  ``mma.sp``'s
-  fp8 expansion, two fused f16 steps per instruction, runs so as well, each step a group of
-  half the instruction's dense columns (:class:`~fastmma.isa.numerics.SpreadConvertedF16Rule`).
-* **Rows** otherwise (the columns of B that hold an infinity or NaN, each column of D
-  depending on its column of B alone; the spread way then runs on B with them zeroed): each
-  row of D is one chain of GEMVs against the B rows its kept elements pick, which
-  :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of rows and columns,
-  and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
+  of its whole k: A is spread to its dense columns, zeros elsewhere, and one dense GEMM runs
+  with a group of the instruction's k.  A zero term adds nothing to a group and does not move
+  its ``e_max``, which starts at ``e_zero``; an infinity or NaN of B facing a spread zero
+  would make a NaN, so the GEMM runs on B with each of them zeroed, and under a fused rule
+  the elements whose row keeps a place where one stands are then decided by their special
+  terms (:func:`fastmma.kernels.fix_spread_specials`).  ``mma.sp``'s fp8 expansion, two fused
+  f16 steps per instruction, runs so as well, each step a group of half the instruction's
+  dense columns (:class:`~fastmma.isa.numerics.SpreadConvertedF16Rule`), but only for the
+  columns of B that hold no infinity or NaN.
+* **Rows** otherwise (and for fp8 ``mma.sp``'s columns of B that hold an infinity or NaN, each
+  column of D depending on its column of B alone; the spread way then runs on B with them
+  zeroed): each row of D is one chain of GEMVs against the B rows its kept elements pick,
+  which :func:`fastmma.kernels.kept_rows.gather_kept_rows` gathers for blocks of rows and
+  columns, and :func:`fastmma.kernels.execute_rows` runs each row's k-loop in one call.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from .formats import from_bits, get_format, non_finite
 from .gemm import checked_progress
 from .isa import FusedDotRule, IntDotRule, SparseConvertedF16Rule, SpreadConvertedF16Rule, WgmmaMmaAsyncSp
 from .isa.short_form import resolve, sparse_kinds
-from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, launch_lock
+from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, fix_spread_specials, launch_lock
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
 from .mma import _scale_d, broadcast_stacks, checked_columns, flat_stack, scale_d_flag, stack_bits
@@ -124,22 +127,40 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
         c = flat_stack(c, batch).reshape(rows, 1, n)
     kw = dict(use_c=use_c, neg_a=getattr(inst, "imm_scale_a", 1) == -1, neg_b=getattr(inst, "imm_scale_b", 1) == -1)
     rule = spread_rule(inst)
-    # B's columns with an inf or NaN (any B of the stack), scanned only where the spread way can run
-    rows_only = None if rule is None else non_finite(b, inst.btype).any(axis=(0, 1))
-    if rows_only is None or rows_only.all():
+    # B's infs and NaN, and its columns that hold one (any B of the stack), scanned only where the spread way can run
+    special = None if rule is None else non_finite(b, inst.btype)
+    rows_only = None if rule is None else special.any(axis=(0, 1))
+    if rows_only is None or (rows_only.all() and not isinstance(rule, FusedDotRule)):
         d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
     elif not rows_only.any():
         d = _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m)
+    elif isinstance(rule, FusedDotRule):
+        d = _spread_specials(inst, rule, a, cols, b, special, b_index, c, kw, progress, m)
     else:
         d = _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
 
 
+def _spread_specials(inst, rule, a, cols, b, special, b_index, c, kw, progress, m) -> np.ndarray:
+    """D bits (R, 1, N) of a fused rule where B holds an inf or NaN (``special``): the spread
+    way on B with each of them zeroed, which is right wherever a row keeps no place that holds
+    one in its element's column; those elements are then decided by their special terms
+    (:func:`fastmma.kernels.fix_spread_specials`)."""
+    finite = np.where(special, np.zeros((), b.dtype), b)
+    d = _spread(inst, rule, a, cols, finite, b_index, c, kw, progress, m)
+    rows, n = cols.shape[0], b.shape[-1]
+    fix_spread_specials(rule, a.reshape(rows, -1), cols, chunk_geometry(inst.atype), b, finite, b_index,
+                        c.reshape(rows, n), d.reshape(rows, n), inst.atype, inst.btype, inst.ctype, inst.dtype,
+                        columns=special.any(axis=1), **kw)
+    return d
+
+
 def _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only) -> np.ndarray:
-    """D bits (R, 1, N) where only some of B's columns hold an inf or NaN: each column of D
-    depends on its own column of B alone, so these take the rows, and the spread way runs on
-    a B whose columns that hold one are zeros (cheaper than gathering the others: the spread
-    way's cost on the columns it need not compute is below the rows' on them)."""
+    """D bits (R, 1, N) of fp8 ``mma.sp`` where only some of B's columns hold an inf or NaN:
+    each column of D depends on its own column of B alone, so these take the rows, and the
+    spread way runs on a B whose columns that hold one are zeros (cheaper than gathering the
+    others: the spread way's cost on the columns it need not compute is below the rows' on
+    them)."""
     bad = np.flatnonzero(rows_only)
     first, second = _shares(progress, [b.shape[-1], bad.size])
     finite = b.copy()
@@ -179,10 +200,9 @@ def _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m) -> np.ndarray:
     """D bits (R, 1, N): A's rows spread to their dense columns and run as dense GEMMs, one
     for each B of the stack (all the rows in one where B is one matrix), by blocks of 512 of
     B's columns where ``progress`` is given."""
-    rows, half = cols.shape
+    rows = cols.shape[0]
     kk, n = b.shape[-2:]
-    dense = np.zeros((rows, kk), a.dtype)
-    np.put_along_axis(dense, cols, a.reshape(rows, half), axis=1)
+    dense = _spread_a(a, cols, kk)
     c = c.reshape(rows, n)
     d = np.empty((rows, n), get_format(inst.dtype).storage)
     groups = [(0, rows)] if b.shape[0] == 1 else [(r, r + m) for r in range(0, rows, m)]
@@ -199,6 +219,15 @@ def _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m) -> np.ndarray:
             if progress is not None:
                 progress(done, blocks)
     return d.reshape(rows, 1, n)
+
+
+def _spread_a(a, cols, kk):
+    """A (R, 1, K/2) spread to its dense columns ``cols`` (R, K/2): (R, ``kk``), zeros at the
+    places a row does not keep."""
+    rows, half = cols.shape
+    dense = np.zeros((rows, kk), a.dtype)
+    np.put_along_axis(dense, cols, a.reshape(rows, half), axis=1)
+    return dense
 
 
 def _pad_k(inst, a, cols, b, chunk, kept):

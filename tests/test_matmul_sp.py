@@ -222,11 +222,14 @@ def test_spread_and_rows_give_the_same_bits(monkeypatch, text, mode):
 
 @pytest.mark.parametrize("text", ["m64n16k32.f32.f16.f16", "m64n8k64.f16.e5m2.e4m3", "m64n8k64.s32.u8.s8.satfinite",
                                   "mma.sp.sync.aligned.m16n8k64.row.col.f32.e4m3.e5m2.f32"])
-def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
-    """Where some of B's columns hold an inf or NaN (a stack of two Bs, each with its own),
-    those columns take the rows, and the spread way runs on B with them zeroed: the same bits
-    as the rows for every column, and progress rises to its total."""
+def test_columns_of_b_with_specials(monkeypatch, text):
+    """Where some of B's columns hold an inf or NaN (a stack of two Bs, each with its own): a
+    fused rule runs the spread way alone, on B with each of them zeroed, and decides the
+    elements that meet one by their terms; fp8 mma.sp (two f16 steps) gives those columns to
+    the rows and runs the spread way on B with them zeroed.  The same bits as the rows for
+    every column, and progress rises to its total."""
     import fastmma.sparse_gemm as sg
+    from fastmma.isa import FusedDotRule
 
     inst = resolve_sparse_instruction(text)
     rng = np.random.default_rng(seed(text, "columns"))
@@ -243,14 +246,89 @@ def test_columns_of_b_with_specials_take_the_rows(monkeypatch, text):
                             or way(*args))
     calls = []
     split = fastmma.matmul_sp(A, cols, B, C, instruction=inst, progress=lambda d, t: calls.append((d, t)))
-    float_b = get_format(inst.btype).is_float
-    assert sorted(ways) == ([("_row_blocks", 2), ("_spread", 30)] if float_b else [("_spread", 30)])
+    by_rows = get_format(inst.btype).is_float and not isinstance(sg.spread_rule(inst), FusedDotRule)
+    assert sorted(ways) == ([("_row_blocks", 2), ("_spread", 30)] if by_rows else [("_spread", 30)])
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1][0] == calls[-1][1]
     monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
     rows = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
     assert np.array_equal(bits(split), bits(rows))
-    if float_b:
+    if get_format(inst.btype).is_float:
         assert np.isnan(split[:, :, 5]).any() or np.isinf(split[:, :, 5]).any()
+
+
+FUSED_SP = ["m64n16k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "m64n8k32.f32.bf16.bf16", "m64n8k16.f32.tf32.tf32",
+            "mma.sp.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "m64n8k64.f32.e4m3.e5m2", "m64n16k64.f16.e5m2.e4m3",
+            "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f0, %f1, %f2, %f3}, %rd1, %rd2, %r1, 0, p, -1, -1, "
+            "0, 0;"]
+
+
+def _sprinkle(rng, x, fraction, choices):
+    """``x`` with a ``fraction`` of its elements replaced by picks of ``choices``."""
+    x = x.copy()
+    flat = x.reshape(-1)
+    picks = rng.random(flat.size) < fraction
+    with np.errstate(over="ignore", invalid="ignore"):
+        flat[picks] = np.asarray(rng.choice(choices, int(picks.sum())), np.float64).astype(x.dtype)
+    return x
+
+
+@pytest.mark.parametrize("text", FUSED_SP)
+@pytest.mark.parametrize("where", ["every column", "few columns", "specials of A and C too"])
+def test_specials_of_b_decided_by_their_terms_equal_the_rows(monkeypatch, text, where):
+    """Infinities and NaN of B at places some rows keep and others leave out, zeros facing
+    them, overflowing products: the spread way with the elements that meet one decided by
+    their terms gives the rows' bits (a stack of two Bs; the rows run without the spread way
+    when spread_rule is None), and never the rows' GEMVs."""
+    import fastmma.sparse_gemm as sg
+
+    inst = resolve_sparse_instruction(text)
+    rng = np.random.default_rng(seed(text, where))
+    A, cols, B, C = operands(inst, (70, 37, 6 * inst.shape.k), "narrow", rng)
+    infs = [np.inf, -np.inf, np.nan] if inst.btype != "e4m3" else [np.nan]
+    top = {"f16": 6e4, "e5m2": 5e4, "e4m3": 448.0}.get(inst.btype, 1e38)
+    big = [top, -top, 0.0]
+    B = np.stack([B, B[::-1]])
+    if where == "every column":
+        for s in range(2):
+            B[s, rng.integers(0, B.shape[1], B.shape[2]), np.arange(B.shape[2])] = rng.choice(infs, B.shape[2])
+    else:
+        B[:, :, rng.integers(0, B.shape[2], 6)] = _sprinkle(rng, B, 0.05, infs + big)[:, :, :6]
+    if where.startswith("specials"):
+        A = _sprinkle(rng, A, 0.01, [np.inf, -np.inf, np.nan, 0.0] if inst.atype != "e4m3" else [np.nan, 0.0])
+        C = _sprinkle(rng, C, 0.02, [np.inf, -np.inf, np.nan])
+    assert not np.isfinite(B.astype(np.float64)).all()
+    ways = []
+    rows_way = sg._row_blocks
+    monkeypatch.setattr(sg, "_row_blocks", lambda *args: ways.append(1) or rows_way(*args))
+    got = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    assert not ways, "the rows ran"
+    monkeypatch.setattr(sg, "spread_rule", lambda inst: None)
+    want = fastmma.matmul_sp(A, cols, B, C, instruction=inst)
+    assert ways
+    assert np.array_equal(bits(got), bits(want))
+    assert np.isnan(got.astype(np.float64)).any()
+
+
+def test_an_overflowing_prefix_meets_a_kept_infinity():
+    """f16 accumulators: the groups before the one that keeps a -inf of B overflow to +inf, so
+    D is NaN; where the row leaves that place out, D is the +inf of the overflow; where the
+    -inf is kept but the groups before stay finite, D is -inf.  Against the instructions chained
+    one by one."""
+    text = "m64n8k32.f16.f16.f16"
+    inst = resolve_sparse_instruction(text)
+    rows, kk = 4, 4 * inst.shape.k
+    A = np.full((rows, kk // 2), 60000, np.float16)
+    A[2, :inst.shape.k // 2 * 3] = 1  # row 2: the three groups before the -inf stay finite
+    cols = np.tile([0, 1], (rows, kk // 4)) + np.repeat(4 * np.arange(kk // 4), 2)
+    last = 3 * inst.shape.k  # the last group's first chunk
+    cols[1, last // 2:last // 2 + 2] = [last + 2, last + 3]  # row 1 leaves places last and last + 1 out
+    B = np.ones((kk, 8), np.float16)
+    B[last, :] = -np.inf
+    got = fastmma.matmul_sp(A, cols, B, instruction=text)
+    want = chained(inst, A, cols, B, None)
+    assert np.array_equal(bits(got), bits(want))
+    assert np.isnan(got[0]).all() and np.isnan(got[3]).all()
+    assert np.isposinf(got[1]).all() and np.isneginf(got[2]).all()
 
 
 @pytest.mark.parametrize("text", ["m64n8k32.f32.f16.f16", "m64n8k32.f16.f16.f16", "m64n8k32.f32.bf16.bf16",

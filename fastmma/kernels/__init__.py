@@ -247,6 +247,19 @@ def execute_spread(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str
         return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=True)
 
 
+def fix_spread_specials(rule, a, cols, chunk, b, b_chain, b_index, c, d, atype: str, btype: str, ctype: str,
+                        dtype: str, *, columns, use_c: bool = True, neg_a: bool = False, neg_b: bool = False) -> None:
+    """Where B holds infinities or NaN, :func:`execute_spread`'s D (``d`` (R, N), run on
+    ``b_chain``, B with each of them zeroed) made right in place: each element whose row of
+    the sparse ``a`` (R, K/2, kept at the dense places ``cols``; ``chunk``: ``(places, kept)``
+    of the sparsity's chunks) keeps a place where its column of ``b[b_index[r]]`` (``b``
+    (S, K, N); ``columns`` (S, N), the columns that hold them) holds one is decided by its
+    special terms (:func:`.special_chains.fixup_spread_specials`).  ``rule``: the spread
+    FusedDotRule."""
+    _fused(_module("special_chains").fix_spread_specials, rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c,
+           neg_a=neg_a, neg_b=neg_b, d=d, cols=cols, chunk=chunk, b_chain=b_chain, b_index=b_index, columns=columns)
+
+
 def _ffma_expansion(rule, a, b, c, atype, btype, ctype, dtype, **kw):
     """:class:`FfmaExpansionRule` through :mod:`.ffma_expansion` (one GEMM or a stack)."""
     with launch_lock:

@@ -1901,8 +1901,8 @@ def fixup_specials(a, b, c, d, af, bf, cf, df, group, frac, e_zero, omb, rnd, us
             if not (rows[s, i] or cols[s, j] or elems[s, i, j]):
                 continue
             col = s * n + j
-            bits = special_element(a[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf, df, group,
-                                   frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
+            bits = special_element(a[s], b[s], b[s], c[s], i, j, a_ks, b_ks[ptr[col]:ptr[col + 1]], af, bf, cf, df,
+                                   group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
             d[s, i, j] = bits_sum(bits, addend[s, i, j], f16) if addend.shape[1] else bits
         write_mxcsr(saved)
 

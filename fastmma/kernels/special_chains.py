@@ -17,7 +17,8 @@ import numpy as np
 from numba import njit, prange
 
 from .decode import FINITE, INF, decode_float
-from .fused_dot import fused_chain_to, special_bits, special_term
+from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
+from .fused_dot import ROUND_RZ, fused_chain_to, rounding_code, special_bits, special_term
 
 
 @njit(cache=True, inline="always")
@@ -112,13 +113,15 @@ def magnitude(x, p):
 
 
 @njit(cache=True)
-def special_element(a, b, c, i, j, a_ks, b_ks, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b,
-                    t, limit):
+def special_element(a, b, b_chain, c, i, j, a_ks, b_ks, af, bf, cf, df, group, frac, e_zero, omb, rnd, use_c, neg_a,
+                    neg_b, t, limit):
     """D's bits of element ``(i, j)`` of one GEMM (``fused_gemm.fixup_specials``), whose row of A
     holds inf or NaN at ``a_ks`` and column of B at ``b_ks``: its special terms' flags, with
     the groups before the first of them summed where they could overflow (the whole chain
-    where it meets none).  Called, not inlined: inlined, its chains made numba's analysis of
-    the parallel loop take three times as long to compile."""
+    where it meets none).  The groups are summed against ``b_chain``: ``b`` itself for a
+    dense A, ``b`` with its specials zeroed for a spread one (:func:`fixup_spread_specials`).
+    Called, not inlined: inlined, its chains made numba's analysis of the parallel loop take
+    three times as long to compile."""
     flags, first = element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg_a ^ neg_b)
     end = a.shape[1]  # where the groups summed end: none met, the whole chain
     if flags:
@@ -127,7 +130,7 @@ def special_element(a, b, c, i, j, a_ks, b_ks, af, bf, cf, df, group, frac, e_ze
             end = 0
         if end == 0:
             return special_bits(flags, df)
-    acc = fused_chain_to(a, b, c, i, j, end, group, af, bf, cf, df, use_c, neg_a, neg_b, frac, e_zero, omb, rnd)
+    acc = fused_chain_to(a, b_chain, c, i, j, end, group, af, bf, cf, df, use_c, neg_a, neg_b, frac, e_zero, omb, rnd)
     if flags == 0:
         return acc
     cls, sign, _, _ = decode_float(acc, df[0], df[1], df[2], df[3], df[4])
@@ -191,3 +194,81 @@ def prefix_bounded(c_abs, groups, t, limit):
     ``c_abs``, stay below the overflow ``limit``: each group's sum is rounded once, which
     grows its magnitude by a factor below :data:`GROWTH`."""
     return (c_abs + groups * t) * GROWTH ** groups < limit
+
+
+# ---------------------------------------------------------------- a sparse A spread to its dense columns
+
+
+@njit(cache=True, inline="always")
+def _keeps(cols, i, k, chunk, kept):
+    """Whether row ``i`` keeps dense place ``k``: its ``kept`` columns of ``k``'s chunk of
+    ``chunk`` places are ``cols[i, k // chunk * kept:][:kept]``."""
+    first = k // chunk * kept
+    for t in range(first, first + kept):
+        if cols[i, t] == k:
+            return True
+    return False
+
+
+@njit(cache=True, parallel=True)
+def fixup_spread_specials(a, cols, chunk, kept, b, b_chain, b_index, c, d, af, bf, cf, df, group, frac, e_zero, omb,
+                          rnd, use_c, neg_a, neg_b, b_specials, bound):
+    """Recompute the D elements of a sparse A (``a`` (R, K/2), each row's kept elements, at
+    the dense places ``cols`` (R, K/2), ``kept`` in each chunk of ``chunk``) whose row keeps a
+    place where its column of B holds an inf or NaN: row ``i`` against ``b[b_index[i]]``
+    (S, K, N), whose specials ``b_specials`` lists (:func:`column_specials`).  ``d`` (R, N)
+    holds the GEMM of A spread to its dense columns against ``b_chain``, B with those specials
+    zeroed, which is already right for the other elements: a place a row does not keep takes
+    no part in its sum.  Where no chain of the row's groups can overflow, from its largest C,
+    its elements' flags decide them without a call.  The threads share the rows."""
+    rows, half = cols.shape
+    kk, n = b.shape[1], b.shape[2]
+    ptr, b_ks = b_specials
+    t, limit = bound
+    for i in prange(rows):
+        s = b_index[i]
+        spread = np.zeros((1, kk), a.dtype)
+        for q in range(half):
+            spread[0, cols[i, q]] = a[i, q]
+        a_ks = row_specials(spread[0], af, True)
+        c_row = c[i:i + 1]
+        picked = np.empty(kk, np.int64)
+        bounded = -1  # whether the whole chain is bounded from the row's largest C; found where first needed
+        saved = read_mxcsr()
+        write_mxcsr(np.int32(MXCSR_NEAREST))
+        for j in range(n):
+            col = s * n + j
+            count = 0
+            for q in range(ptr[col], ptr[col + 1]):
+                if _keeps(cols, i, b_ks[q], chunk, kept):
+                    picked[count] = b_ks[q]
+                    count += 1
+            if count == 0:
+                continue
+            if bounded < 0:
+                top = 0.0
+                if use_c:
+                    for jj in range(n):
+                        top = max(top, magnitude(c[i, jj], cf))
+                bounded = 1 if prefix_bounded(top, kk // group, t, limit) else 0
+            if bounded:
+                flags, _ = element_specials(spread, b[s], c_row, 0, j, a_ks, picked[:count], af, bf, cf, use_c,
+                                            neg_a ^ neg_b)
+                d[i, j] = special_bits(flags, df)
+            else:
+                d[i, j] = special_element(spread, b[s], b_chain[s], c_row, 0, j, a_ks, picked[:count], af, bf, cf, df,
+                                          group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
+        write_mxcsr(saved)
+
+
+def fix_spread_specials(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b, d, cols, chunk,
+                        b_chain, b_index, columns):
+    """:func:`fixup_spread_specials` under ``rule`` (a FusedDotRule), in place on ``d`` (R, N),
+    for B's columns ``columns`` (S, N) that hold an inf or NaN; ``chunk``: ``(places,
+    kept)`` of the sparsity's chunks.  The signature of the kernels that
+    ``fastmma.kernels._fused`` calls (``c_emin`` and ``d_emin`` are not needed here)."""
+    a, cols, b, b_chain, c = (np.ascontiguousarray(x) for x in (a, cols, b, b_chain, c))
+    bound = prefix_bound(a, b_chain, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
+    fixup_spread_specials(a, cols, chunk[0], chunk[1], b, b_chain, b_index, c, d, af, bf, cf, df, rule.group,
+                          rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule), use_c, int(neg_a),
+                          int(neg_b), column_specials(b, bf, columns), bound)
