@@ -15,6 +15,15 @@ MEMORY = []
 INSTRUCTIONS = []
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Run the benchmarks in this one process: the test suite's ``-n auto`` (pyproject's
+    addopts) would start pytest-xdist's workers, under which pytest-benchmark times nothing,
+    and two processes would share the cores being measured."""
+    if hasattr(config.option, "numprocesses"):
+        config.option.numprocesses = 0
+
+
 def pytest_addoption(parser):
     parser.addoption("--ratio-table", default=None, metavar="PATH",
                      help="write the fastmma/baseline ratio table (Markdown) to PATH")

@@ -17,6 +17,7 @@ import numpy as np
 from ..formats import get_format
 from ..isa.numerics import ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .decode import float_params
+from .operands import read_only
 
 ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 
@@ -282,6 +283,7 @@ def _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, *, fast):
     pair gives the same bits.
     """
     out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
+    a, b, c = read_only(a), read_only(b), read_only(c)
     if isinstance(rule, IntDotRule):
         from .int_dot import int_dot_mma
         from .int_gemm import int_gemm
@@ -339,6 +341,7 @@ def _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, ne
         a, b, c = a[None], b[None], c[None]
     out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
     c, ctype = c_as_accumulator(rule, c, ctype)
+    a, b, c = read_only(a), read_only(b), read_only(c)
     fused_dot.fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
                             rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                             fused_dot.rounding_code(rule), use_c, int(neg_a), int(neg_b))

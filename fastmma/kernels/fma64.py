@@ -57,6 +57,7 @@ from numba.extending import intrinsic
 
 from ..errors import OperandError
 from ..formats import is_int
+from .operands import read_only
 from .fp_env import HAS_MXCSR, MXCSR_DOWN, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, MXCSR_UP, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS64, ROWS, fits_registers, fma_block64
 from .vector_ops import fma_f64
@@ -604,12 +605,12 @@ def _rounding_code(rounding) -> int:
 
 
 def _bits_matrix(x, name, ndim=2):
-    """``x`` as a C-contiguous uint64 array of ``ndim`` dimensions (a matrix, or a stack of
-    them), or an :class:`OperandError` naming ``name``."""
+    """``x`` as a C-contiguous, read-only uint64 array of ``ndim`` dimensions (a matrix, or a
+    stack of them), or an :class:`OperandError` naming ``name``."""
     x = np.asarray(x)
     if x.dtype != np.uint64 or x.ndim != ndim:
         raise OperandError(
             f"{name} must be a {ndim}-D uint64 array of float64 bit patterns; "
             f"got dtype {x.dtype}, shape {list(x.shape)}"
         )
-    return np.ascontiguousarray(x)
+    return read_only(np.ascontiguousarray(x))

@@ -97,6 +97,7 @@ from numba import get_num_threads, njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, rounding_code
+from .operands import read_only
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
 from .scratch import ALIGN, POOL, carve, layout, on_cache_line
@@ -1916,7 +1917,7 @@ def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, co
         a, b, c, d, rows, cols = a[None], b[None], c[None], d[None], rows[None], cols[None]
         elems = None if elems is None else elems[None]
         addend = None if addend is None else addend[None]
-    a, b, c = np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c)
+    a, b, c, addend = (read_only(np.ascontiguousarray(x)) for x in (a, b, c, addend))
     bound = prefix_bound(a, b, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
@@ -2171,6 +2172,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     default those of KB_DEFAULT and the like, or :data:`NARROW_BLOCKS`).  ``terms``: the most
     non-zero products a group can hold, where fewer than its size (a spread sparse A).
     """
+    a, b, c, addend = (read_only(x) for x in (a, b, c, addend))
     m, kk = a.shape
     n = b.shape[1]
     if narrow or (narrow is None and m <= NARROW_ROWS):
@@ -2230,6 +2232,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     there at the end, so a caller that gathers the stack's parts in one array copies none of
     them.
     ``addend``: as :func:`fused_gemm`'s, S x M x N."""
+    a, b, c, addend = (read_only(x) for x in (a, b, c, addend))
     count, m, kk = a.shape
     n = b.shape[2]
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,

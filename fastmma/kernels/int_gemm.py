@@ -56,6 +56,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .int_dot import _value
+from .operands import read_only
 from .vector_ops import add_i32, fma_f32
 
 INT32_MIN = -(1 << 31)
@@ -325,9 +326,10 @@ def _operand(width, signed):
     return _dec_params(width, signed), int(_max_abs(width, signed))
 
 
-def _stacked(*arrays):
-    """The operands as stacks: a 2-D array becomes a stack of one (a view)."""
-    return tuple(x if x.ndim == 3 else x[None] for x in arrays)
+def _stacked(a, b, c, out):
+    """The operands as stacks: a 2-D array becomes a stack of one (a view); A, B and C
+    read-only (:func:`.operands.read_only`)."""
+    return tuple(x if x.ndim == 3 else x[None] for x in (read_only(a), read_only(b), read_only(c), out))
 
 
 def int_gemm(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinite, use_c):

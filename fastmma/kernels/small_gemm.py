@@ -24,6 +24,7 @@ from numba import njit
 from .bitcast import f32_from_bits, f64_from_bits
 from .fused_dot import rounding_code
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
+from .operands import read_only
 from .fused_gemm import _c_exponent, _d_bits, _decode_value, _finish_row, _group_row64, fix_specials
 from .vector_ops import f32_from_f16_bits
 
@@ -209,6 +210,7 @@ def small_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     takes its arguments (C already as the sum reads it: ``kernels.c_as_accumulator``)."""
     if a.shape[1] % rule.group:
         raise ValueError(f"K = {a.shape[1]} is not a multiple of the rule's group of {rule.group} terms")
+    a, b, c = read_only(a), read_only(b), read_only(c)
     rnd = rounding_code(rule)
     kernel = SMALL_KERNELS[rule.group]
     acc, rows, cols, elems, special = kernel(a, b, c, af, bf, rule.frac_bits, rule.e_zero, rule.out_man_bits, rnd,

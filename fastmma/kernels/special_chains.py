@@ -19,6 +19,7 @@ from numba import njit, prange
 from .decode import FINITE, INF, decode_float
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
 from .fused_dot import ROUND_RZ, fused_chain_to, rounding_code, special_bits, special_term
+from .operands import read_only
 
 
 @njit(cache=True, inline="always")
@@ -232,6 +233,8 @@ def fixup_spread_specials(a, cols, chunk, kept, b, b_chain, b_index, c, d, af, b
             spread[0, cols[i, q]] = a[i, q]
         a_ks = row_specials(spread[0], af, True)
         c_row = c[i:i + 1]
+        row = np.int64(0)  # spread's and c_row's one row; an int64, not the literal 0, which would compile
+        # special_element once more than fixup_specials' calls do
         picked = np.empty(kk, np.int64)
         bounded = -1  # whether the whole chain is bounded from the row's largest C; found where first needed
         saved = read_mxcsr()
@@ -252,11 +255,11 @@ def fixup_spread_specials(a, cols, chunk, kept, b, b_chain, b_index, c, d, af, b
                         top = max(top, magnitude(c[i, jj], cf))
                 bounded = 1 if prefix_bounded(top, kk // group, t, limit) else 0
             if bounded:
-                flags, _ = element_specials(spread, b[s], c_row, 0, j, a_ks, picked[:count], af, bf, cf, use_c,
+                flags, _ = element_specials(spread, b[s], c_row, row, j, a_ks, picked[:count], af, bf, cf, use_c,
                                             neg_a ^ neg_b)
                 d[i, j] = special_bits(flags, df)
             else:
-                d[i, j] = special_element(spread, b[s], b_chain[s], c_row, 0, j, a_ks, picked[:count], af, bf, cf, df,
+                d[i, j] = special_element(spread, b[s], b_chain[s], c_row, row, j, a_ks, picked[:count], af, bf, cf, df,
                                           group, frac, e_zero, omb, rnd, use_c, neg_a, neg_b, t, limit)
         write_mxcsr(saved)
 
@@ -267,7 +270,7 @@ def fix_spread_specials(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c,
     for B's columns ``columns`` (S, N) that hold an inf or NaN; ``chunk``: ``(places,
     kept)`` of the sparsity's chunks.  The signature of the kernels that
     ``fastmma.kernels._fused`` calls (``c_emin`` and ``d_emin`` are not needed here)."""
-    a, cols, b, b_chain, c = (np.ascontiguousarray(x) for x in (a, cols, b, b_chain, c))
+    a, cols, b, b_chain, c = (read_only(np.ascontiguousarray(x)) for x in (a, cols, b, b_chain, c))
     bound = prefix_bound(a, b_chain, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_spread_specials(a, cols, chunk[0], chunk[1], b, b_chain, b_index, c, d, af, bf, cf, df, rule.group,
                           rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule), use_c, int(neg_a),

@@ -1,0 +1,21 @@
+"""The one array type in which the kernels take their operands.
+
+numba compiles a function afresh for each type of its arguments, and a NumPy array's type
+says whether the array is writeable.  An operand that came in read-only (a recording's bytes,
+``np.frombuffer``, a broadcast, a caller's frozen array) beside one that came in writeable
+compiled every kernel it reached twice, and the special-value kernels, which take four
+operands, up to six times: 515 compiled functions where 302 sufficed (the test suite, which
+is bound by compiling).  So each entry of the kernels takes A, B and C read-only, by
+:func:`read_only`, which costs a view and never a copy.
+"""
+
+from __future__ import annotations
+
+
+def read_only(x):
+    """``x`` (an array, or None) as a read-only array: itself where it already is, else a
+    read-only view of it.  Only for operands a kernel reads: writing to it raises."""
+    if x is not None and x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
