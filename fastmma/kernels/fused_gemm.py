@@ -1917,7 +1917,8 @@ def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, co
         a, b, c, d, rows, cols = a[None], b[None], c[None], d[None], rows[None], cols[None]
         elems = None if elems is None else elems[None]
         addend = None if addend is None else addend[None]
-    a, b, c, addend = (read_only(np.ascontiguousarray(x)) for x in (a, b, c, addend))
+    a, b, c = (read_only(np.ascontiguousarray(x)) for x in (a, b, c))
+    addend = read_only(addend)
     bound = prefix_bound(a, b, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
