@@ -57,8 +57,8 @@ from numba.extending import intrinsic
 
 from ..errors import OperandError
 from ..formats import is_int
-from .operands import read_only
 from .fp_env import HAS_MXCSR, MXCSR_DOWN, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, MXCSR_UP, read_mxcsr, write_mxcsr
+from .operands import read_only
 from .register_blocks import COLUMNS64, ROWS, fits_registers, fma_block64
 from .vector_ops import fma_f64
 

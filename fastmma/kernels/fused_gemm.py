@@ -97,8 +97,8 @@ from numba import get_num_threads, njit, prange
 
 from .bitcast import f32_bits, f32_from_bits, f64_bits, f64_from_bits
 from .fused_dot import ROUND_RNE, ROUND_RZ, ROUND_RZ_F16, rounding_code
-from .operands import read_only
 from .fp_env import HAS_MXCSR, MXCSR_NEAREST, MXCSR_TOWARD_ZERO, read_mxcsr, write_mxcsr
+from .operands import read_only
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
 from .scratch import ALIGN, POOL, carve, layout, on_cache_line
 from .special_chains import column_specials, prefix_bound, row_specials, special_element
@@ -1918,7 +1918,6 @@ def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, co
         elems = None if elems is None else elems[None]
         addend = None if addend is None else addend[None]
     a, b, c = (read_only(np.ascontiguousarray(x)) for x in (a, b, c))
-    addend = read_only(addend)
     bound = prefix_bound(a, b, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
@@ -1929,7 +1928,8 @@ def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, co
 def _or_none(x, dtype, count=()):
     """``x`` as the kernels take an optional array (an addend, an f16 D's bits): itself, or
     where it is None an empty one of ``dtype``, (0, 0) for one GEMM, (S, 0, 0) for a stack
-    of ``count`` = (S,), whose rows the kernels read as none."""
+    of ``count`` = (S,), whose rows the kernels read as none.  An addend is left writeable, as
+    its empty stand-in is: one of each would compile each kernel twice."""
     return np.empty((*count, 0, 0), dtype) if x is None else x
 
 
@@ -2173,7 +2173,7 @@ def fused_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, n
     default those of KB_DEFAULT and the like, or :data:`NARROW_BLOCKS`).  ``terms``: the most
     non-zero products a group can hold, where fewer than its size (a spread sparse A).
     """
-    a, b, c, addend = (read_only(x) for x in (a, b, c, addend))
+    a, b, c = read_only(a), read_only(b), read_only(c)  # not the addend: see _or_none
     m, kk = a.shape
     n = b.shape[1]
     if narrow or (narrow is None and m <= NARROW_ROWS):
@@ -2233,7 +2233,7 @@ def fused_gemm_stack(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, ne
     there at the end, so a caller that gathers the stack's parts in one array copies none of
     them.
     ``addend``: as :func:`fused_gemm`'s, S x M x N."""
-    a, b, c, addend = (read_only(x) for x in (a, b, c, addend))
+    a, b, c = read_only(a), read_only(b), read_only(c)  # not the addend: see _or_none
     count, m, kk = a.shape
     n = b.shape[2]
     path = _path(rule, a.reshape(count * m, kk), b.reshape(count * kk, n), af, bf, wide, exp_lanes, fma, m,

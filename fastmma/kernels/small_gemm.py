@@ -24,8 +24,8 @@ from numba import njit
 from .bitcast import f32_from_bits, f64_from_bits
 from .fused_dot import rounding_code
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
-from .operands import read_only
 from .fused_gemm import _c_exponent, _d_bits, _decode_value, _finish_row, _group_row64, fix_specials
+from .operands import read_only
 from .vector_ops import f32_from_f16_bits
 
 
