@@ -129,29 +129,30 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
     rule = spread_rule(inst)
     # B's infs and NaN, and its columns that hold one (any B of the stack), scanned only where the spread way can run
     special = None if rule is None else non_finite(b, inst.btype)
-    rows_only = None if rule is None else special.any(axis=(0, 1))
+    b_columns = None if rule is None else special.any(axis=1)  # (B's stack, N)
+    rows_only = None if rule is None else b_columns.any(axis=0)
     if rows_only is None or (rows_only.all() and not isinstance(rule, FusedDotRule)):
         d = _row_blocks(inst, a, cols, b, b_index, c, kw, progress)
     elif not rows_only.any():
         d = _spread(inst, rule, a, cols, b, b_index, c, kw, progress, m)
     elif isinstance(rule, FusedDotRule):
-        d = _spread_specials(inst, rule, a, cols, b, special, b_index, c, kw, progress, m)
+        d = _spread_specials(inst, rule, a, cols, b, special, b_columns, b_index, c, kw, progress, m)
     else:
         d = _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
 
 
-def _spread_specials(inst, rule, a, cols, b, special, b_index, c, kw, progress, m) -> np.ndarray:
-    """D bits (R, 1, N) of a fused rule where B holds an inf or NaN (``special``): the spread
-    way on B with each of them zeroed, which is right wherever a row keeps no place that holds
-    one in its element's column; those elements are then decided by their special terms
-    (:func:`fastmma.kernels.fix_spread_specials`)."""
+def _spread_specials(inst, rule, a, cols, b, special, b_columns, b_index, c, kw, progress, m) -> np.ndarray:
+    """D bits (R, 1, N) of a fused rule where B holds an inf or NaN (``special``; ``b_columns``,
+    each B's columns that hold one): the spread way on B with each of them zeroed, which is
+    right wherever a row keeps no place that holds one in its element's column; those elements
+    are then decided by their special terms (:func:`fastmma.kernels.fix_spread_specials`)."""
     finite = np.where(special, np.zeros((), b.dtype), b)
     d = _spread(inst, rule, a, cols, finite, b_index, c, kw, progress, m)
     rows, n = cols.shape[0], b.shape[-1]
     fix_spread_specials(rule, a.reshape(rows, -1), cols, chunk_geometry(inst.atype), b, finite, b_index,
                         c.reshape(rows, n), d.reshape(rows, n), inst.atype, inst.btype, inst.ctype, inst.dtype,
-                        columns=special.any(axis=1), **kw)
+                        columns=b_columns, **kw)
     return d
 
 
