@@ -1,23 +1,22 @@
-"""When numba's on-disk copies of fastmma's kernels are stale: after any change to fastmma.
+"""When numba's on-disk copies of fastmma's kernels are stale: after a change to what they are built from.
 
 numba's cache (``cache=True``) stamps a function's compiled code with a hash of the one
-source file that defines it, and loads that code again while the file is unchanged.  A
-fastmma kernel is made of more than its own file: ``fused_gemm``'s per-row kernels inline
-the LLVM blocks of ``register_blocks`` and the intrinsics of ``vector_ops``, and freeze
-constants of other modules (``ROWS``, the rounding codes) into their code.  With numba's
-stamp, a change to one of those modules alone (a ``git pull`` into an editable install, a
-patch while developing) left the old machine code in use: changing the compare of
-``register_blocks``' count left an e4m3 GEMM's bits exactly as before, until the cache was
-deleted by hand.
+source file that defines it.  A fastmma kernel is made of more than its own file:
+``fused_gemm``'s per-row kernels inline the LLVM blocks of ``register_blocks`` and the
+intrinsics of ``vector_ops``, and freeze constants of other modules (the rounding codes, the
+formats' parameters) into their code, so numba's stamp would keep old machine code in use
+after a change to one of those modules alone.
 
-So every function that fastmma's package defines is stamped with a hash of all of the
-package's Python sources (:func:`package_stamp`): a change to any of them compiles each
-kernel afresh when it is next called, and an unchanged package loads every kernel from the
-cache.  :func:`install` puts locators with this stamp ahead of numba's own, one for each of
-the places numba would keep the cache (``$NUMBA_CACHE_DIR``, ``__pycache__`` beside the
-source, the user's cache directory), so the cache stays where numba would put it.  Functions
-outside the package keep numba's stamp.  Where numba's caching module lacks the classes this
-extends (a numba unlike those tested), :data:`state` says so and numba's own stamp applies.
+So every function that fastmma defines is stamped with :func:`stamp_for` its file: a hash of
+the modules every kernel may be built from (:data:`KERNEL_SOURCES`) and of the function's own
+file.  A change to one of them compiles the affected kernels afresh when next called; a change
+anywhere else (the command line, the docs, the PTX interpreter) compiles nothing.
+:func:`install` puts locators with this stamp ahead of numba's own, one for each of the places
+numba would keep the cache (``$NUMBA_CACHE_DIR``, ``__pycache__`` beside the source, the
+user's cache directory).  Under ``$NUMBA_CACHE_DIR`` the cache of a fastmma file lies at its
+path inside the package, so checkouts of the same sources share one cache.  Functions outside
+the package keep numba's stamp.  Where numba's caching module lacks the classes this extends
+(a numba unlike those tested), :data:`state` says so and numba's own stamp applies.
 """
 
 from __future__ import annotations
@@ -38,20 +37,37 @@ state = "not run"
 _NUMBA_LOCATORS = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
 
 
-def source_stamp(root: Path) -> str:
-    """A SHA-256 of the relative paths and contents of every ``.py`` file under ``root``."""
+#: What every kernel may be built from, relative to the package: the kernels themselves, the
+#: formats and numerics rules whose constants they freeze, and how numba compiles them.
+KERNEL_SOURCES = ("kernels", "formats.py", "errors.py", "isa/numerics.py", "codegen.py", "kernel_cache.py")
+
+
+def source_stamp(root: Path, names=None) -> str:
+    """A SHA-256 of the relative paths and contents of every ``.py`` file under ``root``
+    (only those under ``names``, files or folders relative to ``root``, where given)."""
+    paths = root.rglob("*.py") if names is None else (
+        p for name in names for p in ((root / name).rglob("*.py") if (root / name).is_dir() else [root / name]))
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(set(paths)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=None)
-def package_stamp() -> str:
-    """:func:`source_stamp` of fastmma's package, read once per process (numba reads a
-    function's stamp when the function is defined, at import; about 3 ms)."""
-    return source_stamp(PACKAGE)
+def kernel_stamp() -> str:
+    """:func:`source_stamp` of :data:`KERNEL_SOURCES`, read once per process."""
+    return source_stamp(PACKAGE, KERNEL_SOURCES)
+
+
+@functools.lru_cache(maxsize=None)
+def stamp_for(py_file: str) -> str:
+    """The stamp of a function defined in ``py_file``: :func:`kernel_stamp`, and the file's
+    own contents where it lies outside :data:`KERNEL_SOURCES`."""
+    relative = Path(py_file).resolve().relative_to(PACKAGE).as_posix()
+    if any(relative == name or relative.startswith(name + "/") for name in KERNEL_SOURCES):
+        return kernel_stamp()
+    return hashlib.sha256((kernel_stamp() + relative).encode() + Path(py_file).read_bytes()).hexdigest()
 
 
 def _in_package(py_file: str) -> bool:
@@ -62,11 +78,17 @@ def _in_package(py_file: str) -> bool:
 
 
 def _stamped(base: type) -> type:
-    """``base`` (one of numba's locators) for fastmma's functions, with the package's stamp."""
+    """``base`` (one of numba's locators) for fastmma's functions, with :func:`stamp_for`
+    their file; under ``$NUMBA_CACHE_DIR``, at the file's path inside the package."""
 
     class Locator(base):
+        def __init__(self, py_func, py_file):
+            super().__init__(py_func, py_file)
+            if base.__name__.lstrip("_") == "UserProvidedCacheLocator":
+                self._cache_path = str(Path(config.CACHE_DIR) / Path(py_file).resolve().parent.relative_to(PACKAGE.parent))
+
         def get_source_stamp(self):
-            return package_stamp()
+            return stamp_for(self._py_file)
 
         @classmethod
         def from_function(cls, py_func, py_file):

@@ -1,4 +1,4 @@
-"""fastmma's kernels are compiled afresh after a change to any of its sources (kernel_cache)."""
+"""fastmma's kernels are compiled afresh after a change to what they are built from, and only then (kernel_cache)."""
 
 import importlib
 import json
@@ -27,14 +27,14 @@ def _cached_dispatchers():
                 yield f"{info.name}.{name}", obj
 
 
-def test_every_cached_kernel_of_the_package_takes_the_package_stamp():
+def test_every_cached_kernel_of_the_package_takes_the_stamp_of_its_file():
     assert kernel_cache.state == "package stamp"
     found = dict(_cached_dispatchers())
     assert len(found) > 50  # fused_gemm, int_gemm, fused_dot, fma64, decode, compat ...
     for name, dispatcher in found.items():
         locator = dispatcher._cache._impl.locator
         assert type(locator).__name__.startswith("Package"), name
-        assert locator.get_source_stamp() == kernel_cache.package_stamp(), name
+        assert locator.get_source_stamp() == kernel_cache.stamp_for(dispatcher.py_func.__code__.co_filename), name
 
 
 def test_source_stamp_follows_every_file_and_its_path(tmp_path):
@@ -87,3 +87,15 @@ def test_a_change_to_another_module_compiles_the_kernel_afresh(tmp_path):
         f.write("\n# edited\n")
     edited = run()
     assert (edited["hits"], edited["misses"]) == (0, 1) and edited["bits"] == first["bits"]
+    with open(tmp_path / "fastmma" / "cli.py", "a") as f:
+        f.write("\n# edited: the command line is no kernel's source\n")
+    elsewhere = run()
+    assert (elsewhere["hits"], elsewhere["misses"]) == (1, 0) and elsewhere["bits"] == first["bits"]
+
+
+def test_stamp_covers_the_kernel_sources_and_a_file_of_its_own():
+    package = kernel_cache.PACKAGE
+    kernel = kernel_cache.stamp_for(str(package / "kernels" / "fused_dot.py"))
+    assert kernel == kernel_cache.stamp_for(str(package / "formats.py")) == kernel_cache.kernel_stamp()
+    layout = kernel_cache.stamp_for(str(package / "layout" / "wmma_memory.py"))
+    assert layout != kernel and layout != kernel_cache.stamp_for(str(package / "layout" / "wgmma_fragments.py"))
