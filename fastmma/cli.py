@@ -514,6 +514,16 @@ def _cmd_ptx(args) -> int:
     return 0
 
 
+def _cmd_warmup(args) -> int:
+    from .warmup import warmup
+
+    report = warmup(args.types or None, processes=args.jobs, progress=None if args.progress == "auto" else
+                    args.progress == "always")
+    print(f"warmup: {' '.join(report.types)}: {report.compiled} functions compiled, {report.loaded} loaded from "
+          f"numba's cache, {report.calls} calls, {report.seconds:.1f} s")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -555,6 +565,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="versions, threads, instruction families and recorded cases passing")
     p.add_argument("--recordings", metavar="DIR", help="recordings to check (default: tests/golden of a checkout)")
     p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser("warmup", help="compile the kernels ahead of use, in parallel, into numba's cache")
+    p.add_argument("types", nargs="*", metavar="TYPE", help="types to compile for (default: all): f16 bf16 tf32 "
+                                                            "e4m3 e5m2 s8 u8 s4 u4 b1 f64")
+    p.add_argument("--jobs", "-j", type=int, help="processes at once (default: the CPUs)")
+    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="progress bar on stderr (auto: where stderr is a terminal)")
+    p.set_defaults(func=_cmd_warmup)
 
     p = sub.add_parser("explain", help="what an instruction is: qualifiers, sizes, numerics rule")
     p.add_argument("instruction", help="PTX text or short form")

@@ -1,3 +1,4 @@
+import os
 import zlib
 from pathlib import Path
 
@@ -33,3 +34,28 @@ def recordings(family: str, keep=lambda meta: True) -> list[Path]:
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     return GOLDEN
+
+
+def pytest_configure(config):
+    """Before pytest-xdist starts its workers, compile every kernel once (``fastmma warmup``),
+    so that no two workers compile the same one; ``FASTMMA_WARMUP=0`` skips it."""
+    workers = config.getoption("numprocesses", None)
+    if hasattr(config, "workerinput") or not workers or os.environ.get("FASTMMA_WARMUP") == "0":
+        return
+    import warnings
+
+    from fastmma.warmup import warmup
+
+    try:
+        report = warmup()
+    except Exception as exc:  # the tests compile what they need themselves; the failure is reported
+        warnings.warn(f"fastmma warmup failed, the workers compile the kernels themselves: {exc!r}")
+        return
+    print(f"fastmma warmup: {len(report.types)} types, {report.calls} calls, {report.compiled} compiled, "
+          f"{report.loaded} loaded from the cache, {report.seconds:.0f} s")
+
+
+def pytest_sessionfinish(session):
+    from fastmma.warmup import log_counts
+
+    log_counts("pytest " + getattr(session.config, "workerinput", {}).get("workerid", "main"))
