@@ -74,6 +74,7 @@ imports torch; ``import fastmma.torch`` does.
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
 from typing import Any, Callable, NamedTuple
 
 import ml_dtypes
@@ -248,12 +249,28 @@ class Emulation(TorchDispatchMode):
             self.passed[f"{packet.__name__}: {why}"] += 1
             return func(*args, **kwargs)
         inst = self.instructions[gemm.a.dtype]
-        result = gemm.compute(inst)
-        output = result if gemm.target is None else _deliver(result, gemm.target)
+        with _one_torch_thread():
+            result = gemm.compute(inst)
+            output = result if gemm.target is None else _deliver(result, gemm.target)
         self.emulated[f"{packet.__name__} {str(gemm.a.dtype).removeprefix('torch.')}"] += 1
         if self.hook is not None:
             self.hook(MatmulCall(packet.__name__, args, kwargs, inst, output))
         return output
+
+
+@contextmanager
+def _one_torch_thread():
+    """torch's own operators of an emulated GEMM (copies, casts) on one thread: woken beside
+    numba's threads, which spin a while after each GEMM, torch's pool took 300 times as long
+    on 2 cores.  The setting is the process's; it is restored on leaving."""
+    threads = torch.get_num_threads()
+    if threads != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if threads != 1:
+            torch.set_num_threads(threads)
 
 
 def _bind(func, args, kwargs) -> dict:
@@ -352,7 +369,8 @@ class _Gemm(NamedTuple):
             b = b[:, None]
         elif self.form == "dot":
             a, b = a[None, :], b[:, None]
-        acc = matmul(a, b, instruction=inst).astype(np.float32, copy=False).reshape(self.d_shape())
+        # fastmma.matmul's D is a new array: the epilogue may overwrite it
+        acc = np.asarray(matmul(a, b, instruction=inst), dtype=np.float32).reshape(self.d_shape())
         c = None if self.c is None or self.beta == 0 else _numpy(self.c).astype(np.float32)
         return _round(_epilogue(acc, c, self.alpha, self.beta), self.out_dtype)
 
@@ -366,11 +384,11 @@ def _numpy(t) -> np.ndarray:
 
 def _epilogue(acc: np.ndarray, c, alpha, beta) -> np.ndarray:
     """``f32(alpha) * acc + f32(beta) * C`` in float32 operations, each skipped where it is
-    the identity (the module's docstring)."""
+    the identity (the module's docstring); ``acc``, the GEMM's own new array, is overwritten."""
     if alpha != 1:
-        acc = np.float32(alpha) * acc
+        np.multiply(acc, np.float32(alpha), out=acc)
     if c is not None:
-        acc = acc + (c if beta == 1 else np.float32(beta) * c)
+        np.add(acc, c if beta == 1 else np.float32(beta) * c, out=acc)
     return acc
 
 
