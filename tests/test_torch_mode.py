@@ -281,3 +281,31 @@ def test_nesting_and_exceptions_restore_the_mode():
     assert _get_current_dispatch_mode() is None
     assert inner.report()[:2] == (1, 1) and outer.report()[:2] == (1, 0)
     assert outer.report().emulated_by_op == {"mm float32": 1}
+
+
+def test_math_attention_backend_is_emulated():
+    """SDPA's math backend, kept in bf16, issues bmm: forward and backward products emulated."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(9)
+    q = torch.randn(2, 2, 5, 8, dtype=torch.bfloat16, requires_grad=True)
+    allowed = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
+    calls, hook = recorder()
+    try:
+        with sdpa_kernel(SDPBackend.MATH), ft.emulate(hook=hook) as mode:
+            torch.nn.functional.scaled_dot_product_attention(q, q, q).float().sum().backward()
+    finally:
+        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(allowed)
+    assert mode.report().passed == 0 and mode.report().emulated_by_op == {"bmm bfloat16": 6}
+    check_calls(calls)
+    assert torch.isfinite(q.grad).all()
+
+
+def test_out_dtype_float32_is_the_unrounded_accumulator():
+    torch.manual_seed(10)
+    a, b = torch.randn(6, 40).half(), torch.randn(40, 5).half()
+    with ft.emulate():
+        d = torch.mm(a, b, out_dtype=torch.float32)
+    want = fastmma.matmul(a.numpy(), b.numpy(), instruction="m64n256k16.f32.f16.f16")
+    assert d.dtype == torch.float32 and np.array_equal(d.numpy().view(np.uint32), want.view(np.uint32))
