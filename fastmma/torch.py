@@ -260,9 +260,9 @@ class Emulation(TorchDispatchMode):
 
 @contextmanager
 def _one_torch_thread():
-    """torch's own operators of an emulated GEMM (copies, casts) on one thread: woken beside
-    numba's threads, which spin a while after each GEMM, torch's pool took 300 times as long
-    on 2 cores.  The setting is the process's; it is restored on leaving."""
+    """torch's own operators of an emulated GEMM (copies, casts) on one thread: numba's threads
+    spin a while after each GEMM, and torch's pool woken beside them waits for the cores
+    (docs/performance.md).  The setting is the process's; it is restored on leaving."""
     threads = torch.get_num_threads()
     if threads != 1:
         torch.set_num_threads(1)
@@ -376,8 +376,8 @@ class _Gemm(NamedTuple):
 
 
 def _numpy(t) -> np.ndarray:
-    """A tensor's values as a C-contiguous numpy array (torch's copy of a transposed weight
-    took half of numpy's time)."""
+    """A tensor's values as a C-contiguous numpy array, copied by torch where needed (a
+    transposed weight: torch's copy is the faster)."""
     kind = _TYPES[t.dtype]
     return t.detach().resolve_neg().contiguous().view(kind.raw).numpy().view(kind.value)
 
@@ -393,15 +393,15 @@ def _epilogue(acc: np.ndarray, c, alpha, beta) -> np.ndarray:
 
 
 def _round(d: np.ndarray, dtype):
-    """float32 ``d`` rounded once to ``dtype`` (the module's docstring), as a tensor.  torch's
-    casts round to nearest even (numpy's float16 cast took 30 times as long); its NaNs and,
-    for float8, its overflow are then set as the GPU's ``cvt`` gives them."""
+    """float32 ``d`` rounded once to ``dtype`` (the module's docstring), as a tensor: torch's
+    casts, which round to nearest even and are the faster (docs/performance.md), then NaNs
+    and, for float8, overflow set as the GPU's ``cvt`` gives them."""
     kind = _TYPES[dtype]
     acc = torch.from_numpy(np.ascontiguousarray(d).reshape(d.shape))
     if kind.raw == torch.uint8:  # .satfinite; a NaN stays a NaN
         big = float(ml_dtypes.finfo(kind.value).max)
         acc = acc.clamp(-big, big)
     out = acc.to(dtype)
-    if d.size and np.isnan(np.max(d)):  # numpy's max carries a NaN, in a tenth of torch.isnan's time
+    if d.size and np.isnan(np.max(d)):  # numpy's max carries a NaN, and is cheaper than a mask
         out.view(kind.raw)[torch.isnan(acc)] = kind.nan
     return out
