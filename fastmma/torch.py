@@ -42,7 +42,8 @@ The epilogue, in this order, as a GEMM's epilogue applies it after the k-loop:
    (0x7FFF for 16-bit types, 0x7F for fp8).
 
 alpha and beta are rounded to float32 first; every float32 operation rounds to nearest
-even and keeps subnormals; the two of step 3 are not fused into one FMA (a kernel that fuses
+even and keeps subnormals (unless the calling thread flushes them: ``torch.set_flush_denormal
+(True)``); the two of step 3 are not fused into one FMA (a kernel that fuses
 ``alpha * acc + beta * C`` differs in the last bit of float32 where ``alpha != 1``).
 ``addbmm`` (a sum of the batch's products) is one k-loop over the batch's K ranges one after
 another: A's matrices side by side, B's stacked, zero padding only after the last.
