@@ -50,12 +50,15 @@ another: A's matrices side by side, B's stacked, zero padding only after the las
 ``mv`` and ``dot`` are the GEMMs of an N = 1 (and M = 1) matrix.
 
 What is claimed, and what is not.  The numbers are those of a single-pass k-loop kernel
-with the instruction above, as Triton's kernels compute a ``tl.dot`` loop followed by
-``acc.to(dtype)``, and as :func:`fastmma.matmul` computes it bit for bit.  They are NOT
-claimed to be ``torch.matmul``'s numbers on an H100: cuBLAS picks among kernels that may
-split K, reduce partial sums in another order, or use another instruction; those give other
-roundings.  The fp8 output rounding and its canonical NaN follow the PTX ISA (``cvt`` with
-``.satfinite``); they are not in fastmma's H100 recordings.
+with the instruction above, one accumulator carried through the whole K, as a Triton kernel
+computes a ``tl.dot`` loop followed by ``acc.to(dtype)``, and as :func:`fastmma.matmul`
+computes it bit for bit.  They are NOT claimed to be ``torch.matmul``'s numbers on an H100:
+cuBLAS picks among kernels that may split K, reduce partial sums in another order, or use
+another instruction; those give other roundings.  Nor are they an fp8 kernel's that adds
+partial sums into a second accumulator (Triton's ``max_num_imprecise_acc``, cuBLAS without
+fast accumulation): the mode's fp8 k-loop has one.  The fp8 output rounding and its
+canonical NaN follow the PTX ISA (``cvt`` with ``.satfinite``); they are not in fastmma's
+H100 recordings.
 
 Not computed here, and counted as passed through by :meth:`Emulation.report` with the
 reason: PyTorch's fused attention (``torch.nn.functional.scaled_dot_product_attention`` runs
