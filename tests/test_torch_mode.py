@@ -42,7 +42,7 @@ def rounded(acc, dtype):
 def expected(call):
     """What the emulated ``call`` must give: fastmma.matmul on its operands, then
     f32(alpha) * acc + f32(beta) * C in float32 steps, then one rounding."""
-    args = [a for a in call.args]
+    args = call.args
     alpha, beta = call.kwargs.get("alpha", 1), call.kwargs.get("beta", 1)
     if call.op in ("mm", "bmm"):
         a, b, c = args[0], args[1], None
