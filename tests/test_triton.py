@@ -1,0 +1,164 @@
+"""fastmma.triton: recorded Triton kernels rerun in Triton's interpreter under emulate(), every bit.
+
+Each file of tests/golden/triton holds a kernel's source, its launch (constexprs, num_warps,
+grid from its block shape) and the H100's output bits for a few inputs
+(tools/record/triton_kernels.py).  Triton decides at each @triton.jit decoration whether to
+interpret, from TRITON_INTERPRET, so every test defines its kernel after setting it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+tl = pytest.importorskip("triton.language")
+
+import fastmma.triton as ft  # noqa: E402
+from fastmma.errors import FastmmaError  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden" / "triton"
+FILES = sorted(GOLDEN.glob("*.npz"))
+TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
+         "e5m2": torch.float8_e5m2, "s8": torch.int8, "s32": torch.int32, "f64": torch.float64}
+SIGNED = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+TL_OUT = {"f32": tl.float32, "f16": tl.float16, "s32": tl.int32, "f64": tl.float64}
+
+
+@pytest.fixture
+def interpret(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _kernel(meta):
+    scope = {"triton": triton, "tl": tl}
+    exec(compile(meta["kernel_source"], f"<{meta['variant']}>", "exec"), scope)
+    return scope[meta["kernel_name"]]
+
+
+def _tensor(bits, name):
+    t = torch.from_numpy(np.ascontiguousarray(bits).view(np.dtype(f"i{bits.itemsize}") if bits.itemsize > 1 else
+                                                         np.uint8))
+    return t if name in ("s8", "s32") else t.view(TORCH[name])
+
+
+def _bits(t):
+    return t.contiguous().view(SIGNED[t.element_size()]).numpy().view(np.dtype(f"u{t.element_size()}"))
+
+
+def _launch(meta, kernel, a, b, c):
+    m, n, k = meta["m"], meta["n"], meta["k"]
+    cx = dict(meta["constexprs"])
+    d = torch.zeros((m, n), dtype=TORCH[meta["ctype"]])
+    c = c if c is not None else torch.empty((m, n), dtype=TORCH[meta["ctype"]])
+    grid = (math.ceil(m / cx["BM"]), math.ceil(n / cx["BN"]))
+    cx["OUT"] = TL_OUT[cx["OUT"]]
+    kernel[grid](a, b, c, d, m, n, k, *a.stride(), *b.stride(), *c.stride(), *d.stride(), **cx,
+                 num_warps=meta["num_warps"])
+    return d
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_recorded_kernel(path, interpret):
+    """The recorded kernel, interpreted under emulate(), gives the H100's D bit for bit."""
+    rec = np.load(path)
+    meta = json.loads(bytes(rec["meta"]).decode())
+    kernel = _kernel(meta)
+    for i in range(meta["n_cases"]):
+        a, b = _tensor(rec["a"][i], meta["atype"]), _tensor(rec["b"][i], meta["btype"])
+        c = _tensor(rec["c"][i], meta["ctype"]) if meta["c_loaded"] else None
+        with ft.emulate():
+            d = _launch(meta, kernel, a, b, c)
+        got, want = _bits(d), rec["d"][i]
+        bad = np.argwhere(got != want)
+        assert not len(bad), (f"{meta['variant']} case {i} (mode {rec['mode'][i]}): {len(bad)} of {got.size} "
+                              f"elements differ, first at {tuple(bad[0])}: {got[tuple(bad[0])]:#x} != "
+                              f"{want[tuple(bad[0])]:#x}")
+
+
+def test_files_cover_the_issue():
+    """Every dot class the rules name has a recording (tf32x3, ieee, fp8 pairs, int8, mma.sync...)."""
+    names = {p.stem for p in FILES}
+    for rule in ft.RULES.values():
+        assert set(rule.recorded) <= names, rule
+
+
+SMALL = '''
+@triton.jit
+def small(a_ptr, b_ptr, d_ptr, PREC: tl.constexpr):
+    r = tl.arange(0, 16)
+    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
+    tl.store(d_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b, input_precision=PREC))
+'''
+
+
+def _small(dtype=torch.float16):
+    scope = {"triton": triton, "tl": tl}
+    exec(compile(SMALL, "<small>", "exec"), scope)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(16, 16, generator=g).to(dtype)
+    b = torch.randn(16, 16, generator=g).to(dtype)
+    return scope["small"], a, b
+
+
+def test_emulate_restores_triton(interpret):
+    """Triton's own create_dot is back after the block, after an exception, and after nesting;
+    inside, the dot is fastmma's mma.sync k-loop (16 rows, so not wgmma)."""
+    import triton.runtime.interpreter as interp
+    original = interp.InterpreterBuilder.create_dot
+    kernel, a, b = _small()
+    d = torch.empty(16, 16)
+    with ft.emulate():
+        with ft.emulate(family="wgmma"):
+            assert interp.InterpreterBuilder.create_dot is not original
+        kernel[(1,)](a, b, d, PREC="tf32")
+    assert interp.InterpreterBuilder.create_dot is original
+    import fastmma
+    want = fastmma.matmul(a.numpy(), b.numpy(), np.zeros((16, 16), np.float32), instruction="m16n8k16.f32.f16.f16.f32")
+    assert (d.numpy().view(np.uint32) == want.view(np.uint32)).all()
+    with pytest.raises(RuntimeError), ft.emulate():
+        raise RuntimeError("inside")
+    assert interp.InterpreterBuilder.create_dot is original
+
+
+def test_unsupported_dots(interpret):
+    """f64 and mismatched pairs are refused with the pair named; dot_scaled is refused."""
+    kernel, a, b = _small(torch.float64)
+    with pytest.raises(Exception) as err, ft.emulate():
+        kernel[(1,)](a, b, torch.empty(16, 16, dtype=torch.float64), PREC="ieee")
+    assert "f64 x f64" in str(err.value)
+    with pytest.raises(ft.UnsupportedDotError, match="e4m3/e5m2"):
+        ft.operand_class("f16", "bf16", "tf32")
+    with pytest.raises(ft.UnsupportedDotError, match="dot_scaled"):
+        ft._create_dot_scaled(None)
+    with pytest.raises(ft.UnsupportedDotError, match="family"):
+        with ft.emulate(family="wmma"):
+            pass
+
+
+def test_needs_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ft.TritonEmulationError, match="TRITON_INTERPRET"), ft.emulate():
+        pass
+    assert issubclass(ft.TritonEmulationError, FastmmaError)
+
+
+def test_fma32_is_one_rounding():
+    """fma32 against exact rational arithmetic, on values whose products and sums round."""
+    rng = np.random.default_rng(5)
+    a, b, c = (np.ldexp(rng.random(2000) + 0.5, rng.integers(-140, 60, 2000)).astype(np.float32)
+               * rng.choice([-1, 1], 2000).astype(np.float32) for _ in range(3))
+    got = ft.fma32(a, b, c)
+    for x, y, z, g in zip(a, b, c, got):
+        exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        below = np.float32(float(exact))  # a neighbour of the exact value; then the nearest of it and the next
+        cands = [np.nextafter(below, np.float32(-np.inf)), below, np.nextafter(below, np.float32(np.inf))]
+        best = min(cands, key=lambda v: (abs(Fraction(float(v)) - exact), int(np.float32(v).view(np.uint32)) & 1))
+        assert g == best or (g == 0 and best == 0), (x, y, z, g, best)
