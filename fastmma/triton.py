@@ -3,7 +3,7 @@
 ::
 
     import os
-    os.environ["TRITON_INTERPRET"] = "1"      # before any @triton.jit decorator runs
+    os.environ["TRITON_INTERPRET"] = "1"      # before triton is imported
     import fastmma.triton
 
     with fastmma.triton.emulate():            # or emulate(family="wgmma" | "mma")
@@ -17,12 +17,13 @@ instruction Triton emits for that dot, through :func:`fastmma.matmul`, or the FM
 :data:`RULES`, read off the PTX of the kernels recorded in ``tests/golden/triton`` (their
 ``meta.ptx_matrix_instructions`` and ``meta.ptx_op_counts``; ``tools/record/triton_kernels.py``).
 
-**TRITON_INTERPRET.** Triton decides at each ``@triton.jit`` decoration whether a kernel is
-compiled or interpreted, by ``TRITON_INTERPRET``.  :func:`emulate` raises
-:class:`TritonEmulationError` on entry when ``TRITON_INTERPRET`` is not set to a true value,
-and a kernel decorated while it was unset (a compiled ``JITFunction``) raises the same error
-when it is launched inside :func:`emulate`: setting the variable later cannot turn an
-existing kernel into an interpreted one.
+**TRITON_INTERPRET** must be set (to 1) before triton is first imported: Triton decides at
+each ``@triton.jit`` decoration, its own ``tl.zeros`` and friends included, whether a function
+is compiled or interpreted.  :func:`emulate` raises :class:`TritonEmulationError` on entry when
+``TRITON_INTERPRET`` is not set or triton.language was imported without it, and a kernel
+decorated while it was unset (a compiled ``JITFunction``) raises the same error when it is
+launched inside :func:`emulate`: setting the variable later does not turn an existing kernel
+into an interpreted one, so fastmma does not set it for you.
 
 **What the interpreter cannot see.** ``num_warps`` is read from the launch (``kernel[grid](...,
 num_warps=8)``; Triton's default is 4); ``emulate(family=...)`` overrides the choice between
@@ -144,14 +145,14 @@ def fsub32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def rna_tf32(x: np.ndarray) -> np.ndarray:
-    """``cvt.rna.tf32.f32``: fp32 rounded to 10 fraction bits, to nearest, ties away from zero
-    (the low 13 bits cleared; a carry may reach the exponent, up to infinity)."""
+    """``cvt.rna.tf32.f32``: a finite fp32 rounded to 10 fraction bits, to nearest, ties away
+    from zero (the low 13 bits cleared; a carry may reach the exponent, up to infinity); an
+    infinity or NaN has its low 13 bits cleared, so a NaN whose payload lies in them becomes an
+    infinity of its sign (recorded: ``mma.tf32x3`` case 2, B[21, 12] = 0xff800b3c gave -inf)."""
     x = np.asarray(x, np.float32)
     bits = x.view(np.uint32)
-    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).astype(np.uint32)
-    out = np.where(np.isfinite(x), rounded, bits)
-    out[np.isnan(x)] = CANONICAL_NAN
-    return out.view(np.float32)
+    rounded = np.where(np.isfinite(x), bits + np.uint32(0x1000), bits).astype(np.uint32)
+    return (rounded & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -247,6 +248,8 @@ def compute(dot: Dot, family: str) -> np.ndarray:
     rule = RULES[family, cls]
     inst = rule.instruction.format(n=_instruction_n(dot.b.shape[-1]), d=dot.dtype, a=dot.atype, b=dot.btype)
     a, b = (_converted(dot.a, dot.atype, rule.convert), _converted(dot.b, dot.btype, rule.convert))
+    if rule.convert:
+        a, b = _k_slots(a, b)
     # mma.sync has no scale-d: Triton's constant zero accumulator is registers of zeros there.
     c = dot.c if dot.c is not None or family == "wgmma" else np.zeros(shape, _STORAGE[dot.dtype])
     if cls == "tf32x3":
@@ -254,6 +257,23 @@ def compute(dot: Dot, family: str) -> np.ndarray:
     if family == "wgmma" and cls == "fp8" and dot.dtype == "f32" and dot.max_num_imprecise_acc <= a.shape[-1]:
         return _partial_sums(a, b, c, inst, rule.k * max(1, -(-dot.max_num_imprecise_acc // rule.k)))
     return matmul(a, b, c, instruction=inst)
+
+
+#: Where the fp8 dots that mma.sync runs in f16 put each k: their operands keep the fp8
+#: layout (kWidth 4), so the two m16n8k16 of each block of 32 k share its k out: slot s of
+#: instruction i (``K_SLOTS[16 i + s]``) takes k ``16 (s // 8) + 4 q + 2 i + s % 2``, q = (s % 8) // 2.
+K_SLOTS = np.array([16 * (s // 8) + 4 * ((s % 8) // 2) + 2 * i + s % 2 for i in range(2) for s in range(16)])
+
+
+def _k_slots(a, b):
+    """A and B with K (zero-padded to blocks of 32) reordered into :data:`K_SLOTS` order."""
+    k = a.shape[-1]
+    pad = -k % 32
+    if pad:
+        a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), a.dtype)], axis=-1)
+        b = np.concatenate([b, np.zeros(b.shape[:-2] + (pad, b.shape[-1]), b.dtype)], axis=-2)
+    order = (np.arange(0, k + pad, 32)[:, None] + K_SLOTS[None, :]).reshape(-1)
+    return np.ascontiguousarray(a[..., order]), np.ascontiguousarray(b[..., order, :])
 
 
 def _converted(x, name, to):
@@ -306,6 +326,7 @@ _FAMILIES: list = []  # one entry per open emulate(), innermost last
 _SAVED: list = []     # (object, attribute, original) of the patches in force
 ZERO_TAG = "fastmma_constant_zero"
 PENDING_TAG = "fastmma_fusable_dot"
+DOT_TAG = "fastmma_dot_result"
 FAMILIES = ("wgmma", "mma")
 
 
@@ -330,6 +351,7 @@ def emulate(family: str | None = None):
             "fastmma.triton.emulate() runs tl.dot inside Triton's interpreter: set TRITON_INTERPRET=1 "
             "before the @triton.jit kernels are defined (TRITON_INTERPRET is "
             f"{os.environ.get('TRITON_INTERPRET')!r})")
+    _check_language()
     with _LOCK:
         if not _FAMILIES:
             _install()
@@ -344,6 +366,17 @@ def emulate(family: str | None = None):
 
 
 _MISSING = object()
+
+
+def _check_language():
+    """triton.language's own @jit functions (``tl.zeros``...) are interpreted only if
+    TRITON_INTERPRET was set when triton was first imported."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    if not isinstance(tl.zeros, InterpretedFunction):
+        raise TritonEmulationError(
+            "triton was imported before TRITON_INTERPRET=1 was set, so triton.language's functions (tl.zeros...) "
+            "are compiled ones that the interpreter cannot call: set TRITON_INTERPRET=1 before importing triton")
 
 
 def _set(obj, name, value):
@@ -412,12 +445,26 @@ def _tag_zero(handle):
 
 
 def _fused_add(add, builder, x, y):
-    """``acc + tl.dot(a, b)`` as Triton's CombineDotAdd pattern computes it: ``tl.dot(a, b, acc)``."""
+    """``acc + tl.dot(a, b)`` as Triton's CombineDotAdd pattern computes it: ``tl.dot(a, b, acc)``;
+    where Triton keeps the add (fp8), an ``add.f32``/``add.f16``, whose NaN is the canonical one."""
     for dot_handle, acc in ((y, x), (x, y)):
         fuse = getattr(dot_handle, "attr", {}).get(PENDING_TAG)
         if fuse is not None and np.shape(acc.data) == np.shape(dot_handle.data):
             return fuse(acc)
-    return add(builder, x, y)
+    total = add(builder, x, y)
+    if any(getattr(h, "attr", {}).get(DOT_TAG) for h in (x, y)) and total.data.dtype.kind == "f":
+        total.data = _canonical_nan(total.data)
+    return total
+
+
+def _canonical_nan(x: np.ndarray) -> np.ndarray:
+    """``x`` with its NaNs replaced by the GPU's canonical NaN of its width (0x7fffffff, 0x7fff)."""
+    nan = np.isnan(x)
+    if not nan.any():
+        return x
+    bits = np.array(x).view(f"u{x.itemsize}")
+    bits[nan] = (1 << (8 * x.itemsize - 1)) - 1
+    return bits.view(x.dtype)
 
 
 def _type_name(tl_dtype) -> str:
@@ -442,6 +489,7 @@ def _create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
               int(max_num_imprecise_acc))
     family = choose_family(dot, _LAUNCH.num_warps, _FAMILIES[-1] if _FAMILIES else None)
     result = TensorHandle(np.asarray(compute(dot, family)).astype(d.data.dtype, copy=False), out)
+    result.set_attr(DOT_TAG, True)
     if zero and (dot.dtype == "s32" or dot.max_num_imprecise_acc == 0):
         result.set_attr(PENDING_TAG, lambda acc: _create_dot(self, a, b, acc, input_precision, max_num_imprecise_acc))
     return result

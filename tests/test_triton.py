@@ -8,6 +8,10 @@ interpret, from TRITON_INTERPRET, so every test defines its kernel after setting
 
 from __future__ import annotations
 
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: its own @jit functions are interpreted then
+
 import json
 import math
 from fractions import Fraction
@@ -43,9 +47,11 @@ def _kernel(meta):
 
 
 def _tensor(bits, name):
+    if name in ("s8", "s32"):
+        return torch.from_numpy(np.ascontiguousarray(bits).view(f"i{bits.itemsize}"))
     t = torch.from_numpy(np.ascontiguousarray(bits).view(np.dtype(f"i{bits.itemsize}") if bits.itemsize > 1 else
                                                          np.uint8))
-    return t if name in ("s8", "s32") else t.view(TORCH[name])
+    return t.view(TORCH[name])
 
 
 def _bits(t):
@@ -129,11 +135,12 @@ def test_emulate_restores_triton(interpret):
 
 
 def test_unsupported_dots(interpret):
-    """f64 and mismatched pairs are refused with the pair named; dot_scaled is refused."""
-    kernel, a, b = _small(torch.float64)
+    """AMD's fp8 (which Triton's interpreter accepts) and mismatched pairs are refused with the
+    pair named; dot_scaled is refused."""
+    kernel, a, b = _small(torch.float8_e4m3fnuz)
     with pytest.raises(Exception) as err, ft.emulate():
-        kernel[(1,)](a, b, torch.empty(16, 16, dtype=torch.float64), PREC="ieee")
-    assert "f64 x f64" in str(err.value)
+        kernel[(1,)](a, b, torch.empty(16, 16), PREC="tf32")
+    assert "fp8e4b8 x fp8e4b8" in str(err.value) and "e4m3/e5m2" in str(err.value)
     with pytest.raises(ft.UnsupportedDotError, match="e4m3/e5m2"):
         ft.operand_class("f16", "bf16", "tf32")
     with pytest.raises(ft.UnsupportedDotError, match="dot_scaled"):
