@@ -122,26 +122,27 @@ RULES = {
 #: ``d = dot(a_big, b_big, d)``, and the result is ``d + acc`` (``add.f32``).
 TF32X3_ORDER = (("small", "big"), ("big", "small"), ("big", "big"))
 
-CANONICAL_NAN = np.uint32(0x7FFFFFFF)  # what the H100's fp32 adds, FMAs and cvt give for a NaN
-
-
-def _canonical(x: np.ndarray) -> np.ndarray:
-    """fp32 ``x`` with every NaN replaced by the GPU's canonical NaN."""
-    bits = x.view(np.uint32).copy()
-    bits[np.isnan(x)] = CANONICAL_NAN
-    return bits.view(np.float32)
+def canonical_nan(x: np.ndarray) -> np.ndarray:
+    """``x`` (fp32 or f16) with its NaNs replaced by the canonical NaN (0x7fffffff, 0x7fff)
+    that the H100's arithmetic gives."""
+    nan = np.isnan(x)
+    if not nan.any():
+        return x
+    bits = np.array(x).view(f"u{x.itemsize}")
+    bits[nan] = (1 << (8 * x.itemsize - 1)) - 1
+    return bits.view(x.dtype)
 
 
 def fadd32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``add.f32`` (round to nearest even, subnormals kept, canonical NaN)."""
     with np.errstate(all="ignore"):
-        return _canonical(np.add(x, y, dtype=np.float32))
+        return canonical_nan(np.add(x, y, dtype=np.float32))
 
 
 def fsub32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``sub.f32`` (round to nearest even, subnormals kept, canonical NaN)."""
     with np.errstate(all="ignore"):
-        return _canonical(np.subtract(x, y, dtype=np.float32))
+        return canonical_nan(np.subtract(x, y, dtype=np.float32))
 
 
 def rna_tf32(x: np.ndarray) -> np.ndarray:
@@ -169,7 +170,7 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         bits = s.view(np.int64)
         sticky = (err != 0) & ((bits & 1) == 0) & np.isfinite(s)
         bits = np.where(sticky, bits + np.where((err > 0) == (s > 0), 1, -1), bits)
-        return _canonical(bits.view(np.float64).astype(np.float32))
+        return canonical_nan(bits.view(np.float64).astype(np.float32))
 
 
 def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -453,18 +454,9 @@ def _fused_add(add, builder, x, y):
             return fuse(acc)
     total = add(builder, x, y)
     if any(getattr(h, "attr", {}).get(DOT_TAG) for h in (x, y)) and total.data.dtype.kind == "f":
-        total.data = _canonical_nan(total.data)
+        total.data = canonical_nan(total.data)
     return total
 
-
-def _canonical_nan(x: np.ndarray) -> np.ndarray:
-    """``x`` with its NaNs replaced by the GPU's canonical NaN of its width (0x7fffffff, 0x7fff)."""
-    nan = np.isnan(x)
-    if not nan.any():
-        return x
-    bits = np.array(x).view(f"u{x.itemsize}")
-    bits[nan] = (1 << (8 * x.itemsize - 1)) - 1
-    return bits.view(x.dtype)
 
 
 def _type_name(tl_dtype) -> str:

@@ -121,6 +121,27 @@ CASES = [
     Case("mma.w4.bm16", "f16", "f16", bm=16, bn=64, warps=4, modes=(1,)),
 ]
 
+# A second set, recorded after fastmma.triton's rules were written from the first: new seeds
+# (the names), other block shapes and forms, to check that the rules were not fitted to CASES.
+CHECK_CASES = [
+    Case("check.f16.f32.bk128.w8", "f16", "f16", bm=64, bn=64, bk=128, warps=8, mnk=(70, 72, 300), modes=(1, 4)),
+    Case("check.e4m3.e4m3.mnk", "e4m3", "e4m3", bk=32, mnk=(65, 33, 80), modes=(1, 4)),
+    Case("check.ieee.acc_add", "f32", "f32", prec="ieee", bk=32, pass_acc=False, modes=(1, 4)),
+    Case("check.ieee.zero_init", "f32", "f32", prec="ieee", bk=16, load_c=False, modes=(2,)),
+    Case("check.tf32x3.acc_add", "f32", "f32", prec="tf32x3", pass_acc=False, modes=(1, 4)),
+    Case("check.tf32x3.zero_init", "f32", "f32", prec="tf32x3", load_c=False, modes=(2, 4)),
+    Case("check.s8.acc_add", "s8", "s8", out="s32", bk=64, pass_acc=False, modes=(0, 5)),
+    Case("check.e5m2.imprecise32.zero_init", "e5m2", "e5m2", bk=64, imprecise=32, load_c=False, modes=(1, 4)),
+    Case("check.mma.e4m3.e5m2.bk32", "e4m3", "e5m2", bm=32, bn=32, bk=32, warps=2, modes=(1, 4)),
+    Case("check.mma.e5m2.e5m2.bk128", "e5m2", "e5m2", bm=32, bn=32, bk=128, warps=2, mnk=(40, 40, 256),
+         modes=(1, 4)),
+    Case("check.mma.e4m3.imprecise0", "e4m3", "e4m3", bk=64, imprecise=0, modes=(1,)),
+    Case("check.mma.bf16.zero_init.w1", "bf16", "bf16", load_c=False, bm=16, bn=16, bk=32, warps=1, mnk=(20, 20, 70),
+         modes=(2, 4)),
+    Case("check.mma.tf32.acc_add", "f32", "f32", prec="tf32", pass_acc=False, bm=32, bn=32, warps=2, modes=(1, 4)),
+    Case("check.mma.f16.long_k", "f16", "f16", bm=16, bn=16, bk=64, warps=1, mnk=(9, 8, 8192), modes=(1,)),
+]
+
 MODE_LEGEND = {0: "narrow: exponents within +-3 binades of 1", 1: "wide: exponents over ~+-10 binades (fp8: all)",
                2: "subnormal-heavy: half the elements subnormal, the rest small normals; C tiny",
                4: "specials: wide, with +-0, +-inf, NaNs and max-finite sprinkled into A, B and C",
@@ -297,9 +318,9 @@ def run_case(case, outdir, when):
 def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-    only = set(sys.argv[2:])
+    only = set(sys.argv[2:]) - {"--check"}
     failed = []
-    for case in CASES:
+    for case in CHECK_CASES if "--check" in sys.argv else CASES:
         if only and case.name not in only:
             continue
         try:
