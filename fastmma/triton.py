@@ -452,8 +452,11 @@ def _fused_add(add, builder, x, y):
         fuse = getattr(dot_handle, "attr", {}).get(PENDING_TAG)
         if fuse is not None and np.shape(acc.data) == np.shape(dot_handle.data):
             return fuse(acc)
-    total = add(builder, x, y)
-    if any(getattr(h, "attr", {}).get(DOT_TAG) for h in (x, y)) and total.data.dtype.kind == "f":
+    if not any(getattr(h, "attr", {}).get(DOT_TAG) for h in (x, y)):
+        return add(builder, x, y)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is a NaN here, as on the GPU
+        total = add(builder, x, y)
+    if total.data.dtype.kind == "f":
         total.data = canonical_nan(total.data)
     return total
 
