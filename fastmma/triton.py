@@ -17,6 +17,22 @@ instruction Triton emits for that dot, through :func:`fastmma.matmul`, or the FM
 :data:`RULES`, read off the PTX of the kernels recorded in ``tests/golden/triton`` (their
 ``meta.ptx_matrix_instructions`` and ``meta.ptx_op_counts``; ``tools/record/triton_kernels.py``).
 
+**What the PTX shows** (Triton 3.6.0, H100, 2026-12-07; the rules as data in :data:`RULES`):
+
+- 4 or 8 warps and a block of whole 64-row tiles (N a multiple of 8, K at least one
+  instruction): each dot is one commit group of ``wgmma.mma_async`` m64nNk16 (f16, bf16),
+  k8 (tf32: the fp32 bits go to the instruction as they are, no ``cvt``) or k32 (e4m3/e5m2 any
+  pair, s8 without ``.satfinite``), N the block's N up to 256, in increasing k; a ``tl.zeros``
+  accumulator is scale-d false.  fp8 into fp32 with ``max_num_imprecise_acc`` <= BLOCK_K
+  sums groups of ceil(max/32) instructions on their own and adds each with ``add.f32``;
+  below 32 the dot takes mma.sync.
+- Otherwise ``mma.sync``: m16n8k16 f16/bf16, m16n8k8 tf32 (no ``cvt``), m16n8k32 s8
+  ``.satfinite``, f64 m16n8k16 (always, also with 4 warps); fp8 is converted to f16
+  (``cvt.rn.f16x2.e4m3x2``/``e5m2x2``) and runs m16n8k16 f16, its k in the fp8 layout's slots
+  (:data:`K_SLOTS`).
+- ``"ieee"`` fp32: ``fma.rn.f32`` in increasing k, one chain per element (:func:`fma_chain`).
+- ``"tf32x3"``: :data:`TF32X3_ORDER`, with ``cvt.rna.tf32.f32``, ``sub.f32`` and ``add.f32``.
+
 **TRITON_INTERPRET** must be set (to 1) before triton is first imported: Triton decides at
 each ``@triton.jit`` decoration, its own ``tl.zeros`` and friends included, whether a function
 is compiled or interpreted.  :func:`emulate` raises :class:`TritonEmulationError` on entry when

@@ -144,6 +144,45 @@ def scaled(a_ptr, b_ptr, d_ptr):
 '''
 
 
+FP8 = '''
+@triton.jit
+def fp8(a_ptr, b_ptr, d_ptr):
+    r = tl.arange(0, 32)
+    a = tl.load(a_ptr + r[:, None] * 32 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 32 + r[None, :])
+    tl.store(d_ptr + r[:, None] * 32 + r[None, :], tl.dot(a, b))
+'''
+
+
+def test_family_override(interpret):
+    """emulate(family=...) picks the path of every tensor-core dot, the innermost one in force:
+    an fp8 dot is a wgmma k32 loop on one, f16 mma.sync of the converted operands on the other
+    (whose numbers differ on wide data)."""
+    import ml_dtypes
+    scope = {"triton": triton, "tl": tl}
+    exec(compile(FP8, "<fp8>", "exec"), scope)
+    rng = np.random.default_rng(3)
+    a, b = ((rng.standard_normal((32, 32)) * np.exp2(rng.integers(-6, 6, (32, 32)))).astype(ml_dtypes.float8_e4m3fn)
+            for _ in range(2))
+    ta, tb = (torch.from_numpy(x.view(np.uint8)).view(torch.float8_e4m3fn) for x in (a, b))
+    import fastmma
+    wgmma = fastmma.matmul(a, b, instruction="m64n32k32.f32.e4m3.e4m3").view(np.uint32)
+    k = ft.K_SLOTS
+    mma = fastmma.matmul(a[:, k].astype(np.float16), b[k].astype(np.float16), np.zeros((32, 32), np.float32),
+                         instruction="m16n8k16.f32.f16.f16.f32").view(np.uint32)
+    assert (wgmma != mma).any()
+    d = torch.empty(32, 32)
+    with ft.emulate(family="wgmma"):
+        with ft.emulate(family="mma"):
+            scope["fp8"][(1,)](ta, tb, d)
+            assert (d.numpy().view(np.uint32) == mma).all()
+        scope["fp8"][(1,)](ta, tb, d)
+        assert (d.numpy().view(np.uint32) == wgmma).all()
+    with ft.emulate():  # 32 rows: Triton's choice is mma.sync
+        scope["fp8"][(1,)](ta, tb, d)
+        assert (d.numpy().view(np.uint32) == mma).all()
+
+
 def test_unsupported_dots(interpret):
     """tl.dot_scaled and pairs sm_90a has no dot for are refused, naming what is supported."""
     scope = {"triton": triton, "tl": tl}
