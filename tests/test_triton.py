@@ -140,7 +140,8 @@ def scaled(a_ptr, b_ptr, d_ptr):
     r = tl.arange(0, 32)
     a = tl.load(a_ptr + r[:, None] * 32 + r[None, :])
     b = tl.load(b_ptr + r[:, None] * 32 + r[None, :])
-    tl.store(d_ptr + r[:, None] * 32 + r[None, :], tl.dot_scaled(a, None, tl.constexpr("e4m3"), b, None, tl.constexpr("e4m3")))
+    fmt = tl.constexpr("e4m3")
+    tl.store(d_ptr + r[:, None] * 32 + r[None, :], tl.dot_scaled(a, None, fmt, b, None, fmt))
 '''
 
 
