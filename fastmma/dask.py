@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from .formats import as_numpy, get_format, is_int, to_bits
 from .gemm import checked_progress, resolve_instruction
 from .gemm import matmul as _local_matmul
 from .mma import scale_d_flag
+from .progress import as_callback, make_bar
 
 INSTALL_HINT = 'pip install "fastmma[dask]"'
 DEFAULT_BLOCK = 1024  # rows / columns of an output block made from numpy inputs
@@ -302,19 +303,19 @@ def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=N
     The workers need fastmma (and this extra) installed.  Numpy inputs are scattered to the
     workers in panels (not shipped inside the task graph).  ``progress(done, total)`` is
     called as output blocks complete; ``progress_stream`` (e.g. ``sys.stderr``) instead draws
-    the CLI's text bar on it.  Raises :class:`ClusterError` when the scheduler cannot be
+    a tqdm bar of the blocks on it (:func:`fastmma.progress.make_bar`: in place on a
+    terminal, a line now and then into a pipe).  Raises :class:`ClusterError` when the scheduler cannot be
     reached in ``timeout`` seconds or the cluster loses the job.
     """
     distributed = _require("distributed")
-    if progress is None and progress_stream is not None:
-        from .cli import ProgressBar
-
-        progress = ProgressBar(progress_stream, label=f"gemm @ {scheduler}")
     checked_progress(progress)
     scale_d = _checked_options(scale_d, block, threads)  # a bad option is an error before waiting on a connection
-    with _connect(distributed, scheduler, timeout) as client:
-        return compute_on(client, A, B, C, instruction=instruction, progress=progress, scale_d=scale_d, block=block,
-                          threads=threads)
+    bar = nullcontext(None)
+    if progress is None and progress_stream is not None:
+        bar = make_bar(f"gemm @ {scheduler}", unit="block", show="always", stream=progress_stream)
+    with bar as shown, _connect(distributed, scheduler, timeout) as client:
+        return compute_on(client, A, B, C, instruction=instruction, progress=progress if shown is None else
+                          as_callback(shown), scale_d=scale_d, block=block, threads=threads)
 
 
 def _connect(distributed, scheduler, timeout):

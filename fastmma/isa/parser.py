@@ -19,6 +19,7 @@ import re
 
 from ..errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
 from . import tables
+from .near_miss import did_you_mean
 from .instruction import (
     Instruction,
     Ldmatrix,
@@ -226,9 +227,10 @@ class _Quals:
         for tok in tokens:
             kind = _classify(tok)
             if kind not in allowed:
+                hint = did_you_mean(tok, allowed) if kind == "unknown" else None
                 raise _fail(
-                    f"qualifier .{tok} is not allowed on {opcode}; its qualifiers are "
-                    f"{_describe_allowed(allowed)}"
+                    f"qualifier .{tok} is not allowed on {opcode}{f' (did you mean .{hint}?)' if hint else ''}; "
+                    f"its qualifiers are {_describe_allowed(allowed)}"
                 )
             if kind not in ("type", "layout") and tok in self.by_kind.get(kind, []):
                 raise _fail(f"qualifier .{tok} appears twice in {opcode}")
