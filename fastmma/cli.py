@@ -543,6 +543,7 @@ def _progress_option(parser, what: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``fastmma`` command's argument parser, one subcommand per command."""
     parser = argparse.ArgumentParser(prog="fastmma", description="Bit-exact Hopper (sm_90a) wgmma/wmma on the CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -609,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the ``fastmma`` command on ``argv`` (default ``sys.argv[1:]``) and return its exit
+    status: 0, 1 where ``conform`` or ``info --verify`` finds a mismatch, 2 for a fastmma error
+    (printed as one line on stderr).  Example: ``main(["explain", "m64n8k16.f32.f16.f16"])``."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -90,6 +90,10 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None
     output block: ``A.chunks[0]`` x ``B.chunks[1]`` after the blocking above.  ``threads``:
     numba threads per block task (default: see the module docstring).  Computes on whatever
     scheduler is active (local threads, processes, or a ``distributed.Client``).
+
+    Raises :class:`DaskMissingError` without the ``dask`` extra, and what
+    :func:`fastmma.matmul` raises for the instruction and the operands, when the graph is built.
+    Example: ``fastmma.dask.matmul(A, B, instruction="m64n256k16.f32.f16.f16").compute()``.
     """
     da = _require("dask.array")
     inst = resolve_instruction(instruction)
@@ -240,6 +244,8 @@ def warmup(client, instructions=WARMUP_INSTRUCTIONS) -> dict:
     Returns ``{worker address: {"seconds", "loaded_from_cache", "compiled", "cache_dir"}}``:
     ``compiled`` > 0 means that worker found no usable cache and compiled (10-30 s a kernel
     family; later processes on that machine then load it).
+
+    Raises :class:`DaskMissingError` without the ``dask`` extra.
     """
     texts = tuple(str(resolve_instruction(i)) for i in instructions)
     tag = uuid.uuid4().hex[:8]
@@ -329,7 +335,10 @@ def _connect(distributed, scheduler, timeout):
 
 def compute_on(client, A, B, C=None, *, instruction, progress=None, scale_d=None, block=None,
                threads=None) -> np.ndarray:
-    """:func:`run_gemm_on_cluster` on an open ``distributed.Client``."""
+    """:func:`run_gemm_on_cluster` on an open ``distributed.Client``.
+
+    Raises :class:`ClusterError` where the cluster loses the job, and what :func:`matmul` raises.
+    """
     distributed = _require("distributed")
     da = _require("dask.array")
     from distributed.scheduler import KilledWorker

@@ -21,6 +21,7 @@ class LineBar(tqdm):
     """A tqdm bar for a pipe or a log: each refresh is a line of its own, never a redraw."""
 
     def display(self, msg=None, pos=None):
+        """Print the bar's state as a line of its own (tqdm's request to clear a line does nothing)."""
         if msg == "":  # tqdm's request to clear the line: nothing to clear in a pipe
             return False
         self.fp.write((self.__str__() if msg is None else msg) + "\n")
@@ -28,6 +29,7 @@ class LineBar(tqdm):
         return True
 
     def close(self):
+        """Print the final state once, then close without tqdm's own final redraw."""
         if not self.disable and self.last_print_n != self.n:
             self.display()  # the final state, once: tqdm itself would draw it and then add a blank line
         self.leave = False

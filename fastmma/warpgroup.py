@@ -122,7 +122,10 @@ RULE_UNIFORM = ("matrix descriptors and scale-d are warpgroup-wide operands of o
 
 
 def register_names(prefix: str, count: int, start: int = 0) -> list[str]:
-    """``[f"{prefix}{start}", ..., f"{prefix}{start + count - 1}"]``, e.g. ``("%f", 16, 1)``."""
+    """``[f"{prefix}{start}", ..., f"{prefix}{start + count - 1}"]``, e.g. ``("%f", 16, 1)``.
+
+    Example: ``register_names("%f", 4) == ["%f0", "%f1", "%f2", "%f3"]``.
+    """
     return [f"{prefix}{start + i}" for i in range(count)]
 
 

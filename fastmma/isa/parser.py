@@ -141,6 +141,9 @@ def unsigned_literal(body: str, text: str | None = None) -> int:
 
 
 def parse_operand(text: str) -> Operand:
+    """One operand's text as an :class:`~fastmma.isa.Operand`: a register, a vector of them,
+    an address ``[reg+offset]``, an immediate or a predicate.  Raises
+    :class:`~fastmma.errors.PTXSyntaxError` for text that is none of these."""
     t = text.strip()
     if t.startswith("{"):
         if not t.endswith("}"):
