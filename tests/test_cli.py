@@ -441,3 +441,15 @@ def test_explain_matrix_moves(capsys, text, words):
     out = capsys.readouterr().out
     for word in words:
         assert word in out
+
+
+def test_the_dask_module_does_not_import_the_command_line():
+    """``fastmma.dask`` sits below the CLI: the CLI imports it, never the other way round."""
+    import ast
+    from pathlib import Path
+
+    import fastmma
+
+    tree = ast.parse((Path(fastmma.__file__).parent / "dask.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported and not {"cli", "fastmma.cli"} & imported
