@@ -148,6 +148,7 @@ class InFlight:
 
     @property
     def smem_bytes(self) -> np.ndarray:
+        """The shared-memory bytes the instruction reads (its footprint in the image)."""
         return self.footprint.bytes
 
     def __str__(self) -> str:
@@ -419,6 +420,7 @@ class Warpgroup:
 
     @property
     def uncommitted(self) -> tuple[InFlight, ...]:
+        """The issued wgmma instructions not yet closed into a group by ``commit_group``, oldest first."""
         return tuple(self._uncommitted)
 
     # ------------------------------------------------------------------ register helpers
