@@ -1,3 +1,5 @@
+"""``python -m fastmma``: the command line (:mod:`fastmma.cli`)."""
+
 import sys
 
 from .cli import main

@@ -16,30 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from .errors import FastmmaError, OperandError
+from .progress import SHOW_CHOICES, as_callback, is_terminal, make_bar, while_running
 
 DEFAULT_INSTRUCTION = "m64n256k16.f32.f16.f16"
 PROGRESS_MIN_MACS = 1 << 31  # show a bar for GEMMs of at least this many multiply-adds
-
-
-# ---------------------------------------------------------------- progress bar
-
-
-class ProgressBar:
-    """A one-line text bar on a stream, redrawn in place."""
-
-    def __init__(self, stream, width: int = 30, label: str = "gemm"):
-        self.stream, self.width, self.label = stream, width, label
-        self.start = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        frac = done / total if total else 1.0
-        fill = int(round(frac * self.width))
-        elapsed = time.perf_counter() - self.start
-        self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (self.width - fill)}] {100 * frac:5.1f}% "
-                          f"{elapsed:6.1f}s")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 # ---------------------------------------------------------------- gemm
@@ -165,25 +145,25 @@ def _cmd_gemm(args) -> int:
     print(f"shape: M={M} N={N} K={K}{f', a stack of {stack}' if stack else ''}; {source}", file=out)
     macs = M * N * K * math.prod(stack)
     if sparse:
-        _warm_up(inst, kept, B, C, out, columns)
+        _warm_up(inst, kept, B, C, out, columns, show=args.progress)
     elif not args.scheduler:
-        _warm_up(inst, A, B, C, out)
-    bar = None  # made after the warm-up, so that its clock does not count the kernels' compile
-    if args.progress == "always" or (args.progress == "auto" and macs >= PROGRESS_MIN_MACS):
-        bar = ProgressBar(sys.stderr)
-    t0 = time.perf_counter()
-    if sparse:
-        D = matmul_sp(kept, columns, B, C, instruction=inst, progress=bar)
-    elif args.scheduler:
-        from .dask import run_gemm_on_cluster
+        _warm_up(inst, A, B, C, out, show=args.progress)
+    small = args.progress == "auto" and macs < PROGRESS_MIN_MACS and not args.scheduler
+    label, unit = (f"gemm @ {args.scheduler}", "block") if args.scheduler else ("gemm", "column")
+    # the bar is made after the warm-up, so that its clock counts no compile
+    with make_bar(label, unit=unit, show="never" if small else args.progress) as bar:
+        progress = None if bar.disable else as_callback(bar)
+        t0 = time.perf_counter()
+        if sparse:
+            D = matmul_sp(kept, columns, B, C, instruction=inst, progress=progress)
+        elif args.scheduler:
+            from .dask import run_gemm_on_cluster
 
-        if bar is None and args.progress != "never":
-            bar = ProgressBar(sys.stderr, label=f"gemm @ {args.scheduler}")
-        D = run_gemm_on_cluster(A, B, C, instruction=inst, scheduler=args.scheduler, progress=bar,
-                                block=args.block)
-    else:
-        D = matmul(A, B, C, instruction=inst, progress=bar)
-    dt = time.perf_counter() - t0
+            D = run_gemm_on_cluster(A, B, C, instruction=inst, scheduler=args.scheduler, progress=progress,
+                                    block=args.block)
+        else:
+            D = matmul(A, B, C, instruction=inst, progress=progress)
+        dt = time.perf_counter() - t0
     print(f"time: {dt:.3f} s ({macs / dt / 1e9:.2f} G multiply-adds/s)", file=out)
     if args.out:
         try:
@@ -226,11 +206,12 @@ def _check_memory(m, n, k, fa, fb, args) -> None:
                            f"and check, more than this machine's {total / 2**30:.1f} GiB of memory")
 
 
-def _warm_up(inst, A, B, C, out, columns=None):
+def _warm_up(inst, A, B, C, out, columns=None, show="auto"):
     """Load (or, the first time, compile) the kernels on a corner of the data, so that the
-    time reported is the GEMM's and not numba's.  With ``columns``, ``A`` is a sparse GEMM's
-    compressed A (the corner's K/2 kept elements of each row lie in its K columns, which are
-    whole chunks)."""
+    time reported is the GEMM's and not numba's.  While a compile runs, stderr says so and
+    for which types (:func:`fastmma.progress.while_running`).  With ``columns``, ``A`` is a
+    sparse GEMM's compressed A (the corner's K/2 kept elements of each row lie in its K
+    columns, which are whole chunks)."""
     from .gemm import matmul
     from .kernels import FAST_KERNEL_MIN_MACS
     from .sparse_gemm import matmul_sp
@@ -242,14 +223,17 @@ def _warm_up(inst, A, B, C, out, columns=None):
         return
     m, k, n = min(A.shape[0], 64), min(B.shape[0], 512), min(B.shape[1], 512)
     C = None if C is None else C[:m, :n]
+    types = f".{inst.atype} x .{inst.btype} -> .{inst.dtype}"
+    what = f"kernels for {types}: numba compiles them (first run only, then cached on disk)"
     t0 = time.perf_counter()
-    if columns is None:
-        matmul(A[:m, :k], B[:k, :n], C, instruction=inst)
-    else:
-        matmul_sp(A[:m, :k // 2], columns[:m, :k // 2], B[:k, :n], C, instruction=inst)
+    with while_running(what, show="never" if show == "never" else "always"):
+        if columns is None:
+            matmul(A[:m, :k], B[:k, :n], C, instruction=inst)
+        else:
+            matmul_sp(A[:m, :k // 2], columns[:m, :k // 2], B[:k, :n], C, instruction=inst)
     dt = time.perf_counter() - t0
     how = "compiled (once: numba caches them on disk)" if dt > 2.0 else "loaded from numba's cache"
-    print(f"kernels: {how} in {dt:.1f} s", file=out)
+    print(f"kernels for {types}: {how} in {dt:.1f} s", file=out)
 
 
 def _stack_shape(A, B, C) -> tuple[int, ...]:
@@ -293,9 +277,14 @@ def _magnitude(inst, A, B, C):
 
 
 def _cmd_conform(args) -> int:
-    from .conform import run
+    from tqdm.contrib import DummyTqdmFile
 
-    passed, failed = run(args.paths, limit=args.show)
+    from .conform import recording_files, run
+
+    files = recording_files(args.paths)
+    with make_bar("conform", total=len(files), unit="file", show=args.progress) as bar:
+        out = sys.stdout if bar.disable or not is_terminal(sys.stdout) else DummyTqdmFile(sys.stdout)
+        passed, failed = run(files, out=out, limit=args.show, progress=bar.update)
     return 1 if failed else 0
 
 
@@ -309,8 +298,7 @@ def _cmd_info(args) -> int:
     import ml_dtypes
     import numba
 
-    from . import __version__, codegen
-    from .conform import check_file, recording_files
+    from . import __version__, codegen, kernel_cache
 
     print(f"fastmma {__version__}")
     print(f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
@@ -323,21 +311,53 @@ def _cmd_info(args) -> int:
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16 with m8n8k4, bf16, "
           "tf32, e4m3/e5m2, f64, s8/u8, s4/u4, b1), mma.sp / mma.sp::ordered_metadata (f16, bf16, tf32, e4m3/e5m2, "
           "s8/u8, s4/u4), ldmatrix/stmatrix (.m8n8 .b16), movmatrix (.m8n8.trans .b16)")
-    root = Path(args.recordings) if args.recordings else default_recordings()
-    if root is None:
-        print("recordings: none found (pass --recordings DIR, e.g. tests/golden of a source checkout)")
+    _print_kernel_cache(kernel_cache.state)
+    if args.verify is None:
+        print("recordings: not replayed (fastmma info --verify [DIR] replays them)")
         return 0
+    root = Path(args.verify) if args.verify else default_recordings()
+    if root is None:
+        print("recordings: none found (pass --verify DIR, e.g. tests/golden of a source checkout)")
+        return 0
+    return _verify(root, args.progress)
+
+
+def _print_kernel_cache(stamp_state: str) -> None:
+    """Which kernels have compiled code on disk, from the cache's index files (compiles nothing)."""
+    from .kernel_report import cached_kernels
+
+    try:
+        report = cached_kernels()
+    except AttributeError as exc:  # a numba whose cache objects differ from those this reads
+        print(f"kernel cache: unknown (numba's cache layout differs: {exc})")
+        return
+    where = sorted({w for m in report for w in m.where})
+    compiled, total = sum(m.compiled for m in report), sum(m.kernels for m in report)
+    print(f"kernel cache: {compiled} of {total} kernels compiled ({stamp_state}) in {', '.join(where) or '?'}")
+    for m in report:
+        stale = f", {m.stale} stale (rebuilt on first use)" if m.stale else ""
+        print(f"  {m.module:<16} {m.compiled:>3} of {m.kernels:<3} compiled, {m.signatures} signatures{stale}")
+
+
+def _verify(root: Path, show: str) -> int:
+    """Replay every recording under ``root`` and print the cases passing per family; exit
+    status 1 where any fails."""
+    from .conform import check_file, recording_files
+
     by_family: dict[str, list[int]] = {}
-    for path in recording_files([root]):
-        res = check_file(path, limit=0)
-        tally = by_family.setdefault(_family_key(path.stem), [0, 0])
-        tally[0] += res.passed if res.error is None else 0
-        tally[1] += res.cases
+    files = recording_files([root])
+    with make_bar("verify", total=len(files), unit="file", show=show) as bar:
+        for path in files:
+            res = check_file(path, limit=0)
+            tally = by_family.setdefault(_family_key(path.stem), [0, 0])
+            tally[0] += res.passed if res.error is None else 0
+            tally[1] += res.cases
+            bar.update()
     print(f"recorded cases passing ({root}):")
     for key in sorted(by_family):
         ok, total = by_family[key]
         print(f"  {key:<36} {ok:>5} / {total}")
-    return 0
+    return 0 if all(ok == total for ok, total in by_family.values()) else 1
 
 
 def _family_key(stem: str) -> str:
@@ -527,7 +547,13 @@ def _cmd_warmup(args) -> int:
 # ---------------------------------------------------------------- parser
 
 
+def _progress_option(parser, what: str) -> None:
+    parser.add_argument("--progress", choices=SHOW_CHOICES, default="auto",
+                        help=f"{what}; always: also into a pipe, a line at a time; never: no bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``fastmma`` command's argument parser, one subcommand per command."""
     parser = argparse.ArgumentParser(prog="fastmma", description="Bit-exact Hopper (sm_90a) wgmma/wmma on the CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -549,8 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-c", action="store_true", help="random inputs: add a random C")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--out", "-o", metavar="D.npy", help="write D to a .npy file")
-    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                   help="progress bar on stderr (auto: GEMMs of 2^31 multiply-adds or more)")
+    _progress_option(p, "a bar on stderr (auto: on a terminal, for GEMMs of 2^31 multiply-adds or more)")
     p.add_argument("--no-check", action="store_true", help="skip the error report against a float64 reference")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run on a Dask cluster (pip install 'fastmma[dask]'); same bits as the local run")
@@ -560,10 +585,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("conform", help="replay hardware recordings (golden format v1) and compare every bit")
     p.add_argument("paths", nargs="+", help="recording files or directories")
     p.add_argument("--show", type=int, default=8, metavar="N", help="mismatches to print per file (default 8)")
+    _progress_option(p, "a bar of files on stderr (auto: on a terminal only)")
     p.set_defaults(func=_cmd_conform)
 
-    p = sub.add_parser("info", help="versions, threads, instruction families and recorded cases passing")
-    p.add_argument("--recordings", metavar="DIR", help="recordings to check (default: tests/golden of a checkout)")
+    p = sub.add_parser("info", help="versions, threads, vector width, kernels in the cache; --verify replays "
+                                    "the recordings")
+    p.add_argument("--verify", nargs="?", const="", metavar="DIR",
+                   help="replay the recordings under DIR (default: tests/golden of a checkout) and count the "
+                        "cases passing")
+    p.add_argument("--recordings", dest="verify", metavar="DIR", help=argparse.SUPPRESS)  # the older spelling
+    _progress_option(p, "with --verify: a bar of files on stderr (auto: on a terminal only)")
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser("warmup", help="compile the kernels ahead of use, in parallel, into numba's cache")
@@ -597,6 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the ``fastmma`` command on ``argv`` (default ``sys.argv[1:]``) and return its exit
+    status: 0, 1 where ``conform`` or ``info --verify`` finds a mismatch, 2 for a fastmma error
+    (printed as one line on stderr).  Example: ``main(["explain", "m64n8k16.f32.f16.f16"])``."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -66,6 +66,8 @@ WMMA_PTX = [(WmmaLoad, "wmma.load.a", "a"), (WmmaLoad, "wmma.load.b", "b"), (Wmm
 
 @dataclass
 class Mismatch:
+    """One output element of a recorded case whose bits differ from fastmma's: the case, which
+    output, the element's index, and the recorded and computed bits."""
     case: int
     what: str
     index: tuple
@@ -81,6 +83,8 @@ class Mismatch:
 
 @dataclass
 class FileResult:
+    """What replaying one recording file gave: its cases, those that failed, the first
+    mismatches, and ``error`` where the file could not be replayed at all."""
     path: Path
     family: str
     cases: int = 0
@@ -90,10 +94,12 @@ class FileResult:
 
     @property
     def passed(self) -> int:
+        """Cases whose every output bit matched."""
         return self.cases - len(self.failed_cases)
 
     @property
     def ok(self) -> bool:
+        """Whether the file was replayed and every case matched."""
         return self.error is None and not self.failed_cases
 
 
@@ -248,6 +254,8 @@ def wmma_step_offset(load, step: int, ld: int) -> int:
 
 
 def replay_wgmma(arrays: dict, meta: dict, result: FileResult, limit: int = 8) -> None:
+    """Every case's ``wgmma.mma_async`` (or chain of them, meta.ptx) on the recorded images,
+    descriptors and registers, compared with the recorded D; mismatches go into ``result``."""
     insts = [_instruction(t, WgmmaMmaAsync, "wgmma.mma_async") for t in meta["ptx"] if t.startswith("wgmma")]
     chain = chain_length(meta)
     if len(insts) != chain:

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from .formats import as_numpy, get_format, is_int, to_bits
 from .gemm import checked_progress, resolve_instruction
 from .gemm import matmul as _local_matmul
 from .mma import scale_d_flag
+from .progress import as_callback, make_bar
 
 INSTALL_HINT = 'pip install "fastmma[dask]"'
 DEFAULT_BLOCK = 1024  # rows / columns of an output block made from numpy inputs
@@ -89,6 +90,10 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None
     output block: ``A.chunks[0]`` x ``B.chunks[1]`` after the blocking above.  ``threads``:
     numba threads per block task (default: see the module docstring).  Computes on whatever
     scheduler is active (local threads, processes, or a ``distributed.Client``).
+
+    Raises :class:`DaskMissingError` without the ``dask`` extra, and what
+    :func:`fastmma.matmul` raises for the instruction and the operands, when the graph is built.
+    Example: ``fastmma.dask.matmul(A, B, instruction="m64n256k16.f32.f16.f16").compute()``.
     """
     da = _require("dask.array")
     inst = resolve_instruction(instruction)
@@ -239,6 +244,8 @@ def warmup(client, instructions=WARMUP_INSTRUCTIONS) -> dict:
     Returns ``{worker address: {"seconds", "loaded_from_cache", "compiled", "cache_dir"}}``:
     ``compiled`` > 0 means that worker found no usable cache and compiled (10-30 s a kernel
     family; later processes on that machine then load it).
+
+    Raises :class:`DaskMissingError` without the ``dask`` extra.
     """
     texts = tuple(str(resolve_instruction(i)) for i in instructions)
     tag = uuid.uuid4().hex[:8]
@@ -302,19 +309,19 @@ def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=N
     The workers need fastmma (and this extra) installed.  Numpy inputs are scattered to the
     workers in panels (not shipped inside the task graph).  ``progress(done, total)`` is
     called as output blocks complete; ``progress_stream`` (e.g. ``sys.stderr``) instead draws
-    the CLI's text bar on it.  Raises :class:`ClusterError` when the scheduler cannot be
+    a tqdm bar of the blocks on it (:func:`fastmma.progress.make_bar`: in place on a
+    terminal, a line now and then into a pipe).  Raises :class:`ClusterError` when the scheduler cannot be
     reached in ``timeout`` seconds or the cluster loses the job.
     """
     distributed = _require("distributed")
-    if progress is None and progress_stream is not None:
-        from .cli import ProgressBar
-
-        progress = ProgressBar(progress_stream, label=f"gemm @ {scheduler}")
     checked_progress(progress)
     scale_d = _checked_options(scale_d, block, threads)  # a bad option is an error before waiting on a connection
-    with _connect(distributed, scheduler, timeout) as client:
-        return compute_on(client, A, B, C, instruction=instruction, progress=progress, scale_d=scale_d, block=block,
-                          threads=threads)
+    bar = nullcontext(None)
+    if progress is None and progress_stream is not None:
+        bar = make_bar(f"gemm @ {scheduler}", unit="block", show="always", stream=progress_stream)
+    with bar as shown, _connect(distributed, scheduler, timeout) as client:
+        return compute_on(client, A, B, C, instruction=instruction, progress=progress if shown is None else
+                          as_callback(shown), scale_d=scale_d, block=block, threads=threads)
 
 
 def _connect(distributed, scheduler, timeout):
@@ -328,7 +335,10 @@ def _connect(distributed, scheduler, timeout):
 
 def compute_on(client, A, B, C=None, *, instruction, progress=None, scale_d=None, block=None,
                threads=None) -> np.ndarray:
-    """:func:`run_gemm_on_cluster` on an open ``distributed.Client``."""
+    """:func:`run_gemm_on_cluster` on an open ``distributed.Client``.
+
+    Raises :class:`ClusterError` where the cluster loses the job, and what :func:`matmul` raises.
+    """
     distributed = _require("distributed")
     da = _require("dask.array")
     from distributed.scheduler import KilledWorker

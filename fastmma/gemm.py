@@ -70,6 +70,11 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
 
     ``progress(done, total)``, if given, is called as blocks of the output complete (the
     CLI's progress bar), ``done`` rising to ``total``; the numbers do not depend on it.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for an instruction that is not a
+    dense mma instruction (``matmul_sp`` takes the sparse ones), and
+    :class:`~fastmma.errors.OperandError` for operands of the wrong type or of shapes that do
+    not fit.  Example: ``fastmma.matmul(A, B, instruction="m64n256k16.f32.f16.f16")``.
     """
     inst = resolve_instruction(instruction)
     checked_progress(progress)

@@ -35,7 +35,14 @@ WARP_SIZE = 32
 
 
 def ldmatrix(instruction, smem, addresses) -> np.ndarray:
-    """``ldmatrix``: the registers ``uint32[..., 32, num]`` every lane receives."""
+    """``ldmatrix``: the registers ``uint32[..., 32, num]`` every lane receives.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no ``ldmatrix``,
+    :class:`~fastmma.errors.OperandError` for an image or addresses of the wrong type or shape,
+    and :class:`~fastmma.errors.AlignmentError` or :class:`~fastmma.errors.MemoryBoundsError`
+    for a row's address (the message names the lane).
+    Example: ``ldmatrix("ldmatrix.sync.aligned.m8n8.x1.shared.b16", smem, np.arange(32) * 16)``.
+    """
     inst = as_instruction(instruction, (Ldmatrix,))
     image, starts, batch = _rows(inst, smem, addresses)
     index = starts[..., None] + np.arange(ROW_BYTES)
@@ -45,7 +52,11 @@ def ldmatrix(instruction, smem, addresses) -> np.ndarray:
 
 
 def stmatrix(instruction, smem, addresses, regs) -> None:
-    """``stmatrix``: the lanes' registers ``uint32[..., 32, num]`` written to ``smem`` (in place)."""
+    """``stmatrix``: the lanes' registers ``uint32[..., 32, num]`` written to ``smem`` (in place).
+
+    Raises what :func:`ldmatrix` raises, and :class:`~fastmma.errors.OperandError` for registers
+    of the wrong dtype or shape; nothing is written then.
+    """
     inst = as_instruction(instruction, (Stmatrix,))
     if not isinstance(smem, np.ndarray) or smem.dtype != np.uint8 or not smem.flags.writeable:
         raise OperandError(f"smem must be a writable uint8 numpy array (stmatrix writes it in place), got "
@@ -69,7 +80,11 @@ def stmatrix(instruction, smem, addresses, regs) -> None:
 def movmatrix(instruction, regs) -> np.ndarray:
     """``movmatrix``: each lane's destination register ``uint32[..., 32, 1]``, from the source
     registers ``regs`` (``uint32[..., 32, 1]``, one register file per warp of a stack) holding
-    an 8x8 matrix of 16-bit elements; every warp's matrix is transposed on its own."""
+    an 8x8 matrix of 16-bit elements; every warp's matrix is transposed on its own.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no ``movmatrix``, and
+    :class:`~fastmma.errors.OperandError` for registers of the wrong dtype or shape.
+    """
     as_instruction(instruction, (Movmatrix,))
     return transpose_registers(register_file(regs, WARP_SIZE, 1, "regs", stack=True))
 

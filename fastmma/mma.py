@@ -54,6 +54,10 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     Stacks of operands, A (..., M, K), B (..., K, N) and C (..., M, N) with their leading
     dimensions broadcast as in ``numpy.matmul``, issue the instruction once per matrix of the
     stack (the warpgroups of a simulator, say) in one call: D is (..., M, N).
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no dense mma
+    instruction, and :class:`~fastmma.errors.OperandError` for operands of the wrong type or
+    shape.  Example: ``fastmma.mma("m64n8k16.f32.f16.f16", A, B, C)``.
     """
     inst = resolve(instruction, MMA)
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k

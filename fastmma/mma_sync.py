@@ -36,7 +36,12 @@ WARP_SIZE = 32
 
 
 def mma(instruction, a, b, c) -> np.ndarray:
-    """``mma.sync``: the D fragment ``uint32[32, words]`` from the A, B and C fragments."""
+    """``mma.sync``: the D fragment ``uint32[32, words]`` from the A, B and C fragments.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no ``mma.sync``, and
+    :class:`~fastmma.errors.OperandError` for fragments of the wrong dtype or shape.
+    Example: ``d = mma_sync.mma("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", a, b, c)``.
+    """
     inst = as_instruction(instruction, (MmaSync,))
     if inst.quad_pairs:
         return _quad_pair_mma(inst, a, b, c, stack=False)
@@ -47,7 +52,10 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     """:func:`mma` for a stack of warps in one call: ``a``, ``b`` and ``c`` are fragments
     ``uint32[..., 32, words]`` whose leading (stack) dimensions broadcast together as
     numpy's do, and D is ``uint32[..., 32, words]`` over them, each warp's bit for bit what
-    :func:`mma` gives it."""
+    :func:`mma` gives it.
+
+    Raises what :func:`mma` raises.
+    """
     inst = as_instruction(instruction, (MmaSync,))
     if inst.quad_pairs:
         return _quad_pair_mma(inst, a, b, c, stack=True)
@@ -85,7 +93,10 @@ def mma_sp(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
 
 def mma_sp_stack(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
     """:func:`mma_sp` for a stack of warps in one call: ``a``, ``b``, ``c`` and ``e`` are
-    ``uint32[..., 32, words]`` (``e``: one word) whose stack dimensions broadcast together."""
+    ``uint32[..., 32, words]`` (``e``: one word) whose stack dimensions broadcast together.
+
+    Raises what :func:`mma_sp` raises.
+    """
     return _sparse_mma(as_instruction(instruction, (MmaSp,)), a, b, c, e, selector, stack=True)
 
 

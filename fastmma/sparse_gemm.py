@@ -80,6 +80,11 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
     ``numpy.matmul`` (``columns`` with A).  Returns a new (M, N) array of D's type.
 
     ``progress(done, total)``, if given, is called as blocks of the output complete.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for an instruction that is not
+    ``mma.sp`` or ``wgmma.mma_async.sp``, and :class:`~fastmma.errors.OperandError` for operands
+    of the wrong type or shape, or columns that the instruction's metadata cannot name (the
+    message names the row and the chunk).
     """
     inst = resolve_sparse_instruction(instruction)
     checked_progress(progress)

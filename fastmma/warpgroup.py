@@ -122,7 +122,10 @@ RULE_UNIFORM = ("matrix descriptors and scale-d are warpgroup-wide operands of o
 
 
 def register_names(prefix: str, count: int, start: int = 0) -> list[str]:
-    """``[f"{prefix}{start}", ..., f"{prefix}{start + count - 1}"]``, e.g. ``("%f", 16, 1)``."""
+    """``[f"{prefix}{start}", ..., f"{prefix}{start + count - 1}"]``, e.g. ``("%f", 16, 1)``.
+
+    Example: ``register_names("%f", 4) == ["%f0", "%f1", "%f2", "%f3"]``.
+    """
     return [f"{prefix}{start + i}" for i in range(count)]
 
 
@@ -145,6 +148,7 @@ class InFlight:
 
     @property
     def smem_bytes(self) -> np.ndarray:
+        """The shared-memory bytes the instruction reads (its footprint in the image)."""
         return self.footprint.bytes
 
     def __str__(self) -> str:
@@ -416,6 +420,7 @@ class Warpgroup:
 
     @property
     def uncommitted(self) -> tuple[InFlight, ...]:
+        """The issued wgmma instructions not yet closed into a group by ``commit_group``, oldest first."""
         return tuple(self._uncommitted)
 
     # ------------------------------------------------------------------ register helpers

@@ -34,13 +34,21 @@ THREADS = 128
 
 
 def registers(values, nregs: int, name: str) -> np.ndarray:
-    """``values`` checked to be ``uint32[128, nregs]``: one row per thread of the warpgroup."""
+    """``values`` checked to be ``uint32[128, nregs]``: one row per thread of the warpgroup.
+
+    Raises :class:`~fastmma.errors.OperandError` for another dtype or shape.
+    """
     return register_file(values, THREADS, nregs, name)
 
 
 def gather_operands(inst: WgmmaMmaAsync, smem, a_desc=None, a_regs=None, b_desc=None,
                     image_address: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The logical A (64×K) and B (K×N) bits one wgmma reads."""
+    """The logical A (64×K) and B (K×N) bits one wgmma reads.
+
+    Raises :class:`~fastmma.errors.OperandError` for registers or descriptors of the wrong
+    shape, and the descriptor's errors (:class:`~fastmma.errors.AlignmentError`,
+    :class:`~fastmma.errors.SharedMemoryBoundsError`) for addresses outside the image.
+    """
     _check_sources(inst, a_desc, a_regs, b_desc, smem)
     smem = as_numpy(smem, "smem")
     m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
@@ -89,6 +97,12 @@ def mma_async(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=None, sc
     C ignored).  ``smem``: the shared-memory image (``uint8[S]``), image byte 0 at shared
     address ``image_address`` (1024-byte aligned for the swizzles to match the hardware).
     Nothing is modified; the returned array is new.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no
+    ``wgmma.mma_async``, :class:`~fastmma.errors.OperandError` for registers, descriptors or an
+    image of the wrong type or shape, and :class:`~fastmma.errors.AlignmentError` or
+    :class:`~fastmma.errors.SharedMemoryBoundsError` where a descriptor names bytes outside
+    the image.  Example: ``d = fastmma.wgmma.mma_async(inst, d, a_desc=a_desc, b_desc=b_desc, smem=smem)``.
     """
     inst = as_instruction(instruction, (WgmmaMmaAsync,))
     c_regs = registers(d_regs, inst.d_regs, "d_regs")
@@ -124,6 +138,8 @@ def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=No
     Operands whose descriptors differ only in their start addresses are gathered by one
     indexing, and the instruction runs through the stack kernels
     (:func:`fastmma.kernels.execute_stack`).  Nothing is modified.
+
+    Raises what :func:`mma_async` raises, for the first warpgroup at fault.
     """
     inst = as_instruction(instruction, (WgmmaMmaAsync,))
     st = _stack(inst, d_regs, a_desc, a_regs, b_desc, smem, scale_d, image_address)
@@ -158,7 +174,10 @@ def mma_async_sp_stack(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None
     """:func:`mma_async_sp` for a stack of warpgroups in one call, the stack dimensions of
     every operand (``e_regs``: ``uint32[..., 128]`` or ``[..., 128, 1]``) broadcast together as
     in :func:`mma_async_stack`.  Each row of D is the GEMV of its kept products
-    (:func:`fastmma.mma.sparse_rows`), every row of the stack in one call of the kernels."""
+    (:func:`fastmma.mma.sparse_rows`), every row of the stack in one call of the kernels.
+
+    Raises what :func:`mma_async_sp` raises, for the first warpgroup at fault.
+    """
     inst = as_instruction(instruction, (WgmmaMmaAsyncSp,))
     selector = sparse_selector(inst, selector, inst.selectors, f"{inst.type_row.name} wgmma.mma_async.sp")
     e = as_numpy(e_regs, "e_regs")

@@ -43,7 +43,10 @@ def _stride(stride):
 
 
 def fragment(values, inst_words: int, name: str) -> np.ndarray:
-    """``values`` checked to be a warp fragment ``uint32[32, words]``: one row per lane."""
+    """``values`` checked to be a warp fragment ``uint32[32, words]``: one row per lane.
+
+    Raises :class:`~fastmma.errors.OperandError` for another dtype or shape.
+    """
     return register_file(values, WARP_SIZE, inst_words, name)
 
 
@@ -53,6 +56,11 @@ def load(instruction, mem, offset: int = 0, stride: int | None = None, *,
 
     ``stride=None`` takes the ISA's default stride.  ``isa_strict=True`` demands the ISA's
     literal alignment rule (see :mod:`fastmma.layout.wmma_memory`).
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no ``wmma.load``,
+    :class:`~fastmma.errors.AlignmentError` for a misaligned address or stride, and
+    :class:`~fastmma.errors.MemoryBoundsError` for bytes outside the image.
+    Example: ``a = wmma.load("wmma.load.a.sync.aligned.row.m16n16k16.global.f16", mem, 0)``.
     """
     inst = as_instruction(instruction, (WmmaLoad,))
     shape = str(inst.shape)
@@ -67,7 +75,10 @@ def load_stack(instruction, mem, offset, stride=None, *, isa_strict: bool = Fals
     every warp reads (1-D) or an image per warp ``[..., bytes]``; they broadcast together as
     numpy's arrays do into the stack's shape, and the fragments are ``uint32[..., 32,
     words]`` over it, each warp's bit for bit what :func:`load` gives it.  Every access is
-    checked before any is made; an error names the first at fault by its stack index."""
+    checked before any is made; an error names the first at fault by its stack index.
+
+    Raises what :func:`load` raises, naming the first warp at fault by its stack index.
+    """
     inst = as_instruction(instruction, (WmmaLoad,))
     bits = load_wmma_matrix(mem, offset, inst.matrix, str(inst.shape), inst.type, inst.layout, stride,
                             isa_strict=isa_strict, stack=True)
@@ -76,7 +87,11 @@ def load_stack(instruction, mem, offset, stride=None, *, isa_strict: bool = Fals
 
 
 def mma(instruction, a, b, c) -> np.ndarray:
-    """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments."""
+    """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no ``wmma.mma``, and
+    :class:`~fastmma.errors.OperandError` for fragments of the wrong dtype or shape.
+    """
     return mma_on_fragments(as_instruction(instruction, (WmmaMma,)), a, b, c, fragment_layout)
 
 
@@ -86,20 +101,29 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     broadcast together as numpy's do (one B fragment for every warp, say), and D is
     ``uint32[..., 32, words]`` over them, each warp's bit for bit what :func:`mma` gives it.
     The instruction runs through the stack kernels (:func:`fastmma.kernels.execute_stack`),
-    so the fixed cost of a call is paid once for the stack, not for each warp."""
+    so the fixed cost of a call is paid once for the stack, not for each warp.
+
+    Raises what :func:`mma` raises.
+    """
     return mma_stack_on_fragments(as_instruction(instruction, (WmmaMma,)), a, b, c, fragment_layout)
 
 
 def mma_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
     """A warp-level mma (``wmma.mma`` or ``mma.sync``) on fragments, its elements placed by
-    ``layout_of(matrix, shape, elem_type)`` (the instruction family's fragment maps)."""
+    ``layout_of(matrix, shape, elem_type)`` (the instruction family's fragment maps).
+
+    Raises :class:`~fastmma.errors.OperandError` for fragments of the wrong dtype or shape.
+    """
     mats = fragment_matrices(inst, a, b, c, layout_of, stack=False)
     d = execute(inst.rule, mats["a"], mats["b"], mats["c"], inst.atype, inst.btype, inst.ctype, inst.dtype)
     return pack_fragment(d, layout_of("d", str(inst.shape), inst.dtype))
 
 
 def mma_stack_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
-    """:func:`mma_on_fragments` for a stack of warps, through the stack kernels."""
+    """:func:`mma_on_fragments` for a stack of warps, through the stack kernels.
+
+    Raises :class:`~fastmma.errors.OperandError` for fragments of the wrong dtype or shape.
+    """
     mats = fragment_matrices(inst, a, b, c, layout_of, stack=True)
     batch = broadcast_stacks({name: x.shape[:-2] for name, x in mats.items()},
                              "the stack dimensions (all but the last two of a, b and c)")
@@ -111,7 +135,10 @@ def mma_stack_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
 
 def fragment_matrices(inst, a, b, c, layout_of, *, stack: bool) -> dict:
     """The A, B and C element bits that the fragments hold (checked to be ``uint32[32,
-    words]``, or stacks of them where ``stack``)."""
+    words]``, or stacks of them where ``stack``).
+
+    Raises :class:`~fastmma.errors.OperandError` for fragments of the wrong dtype or shape.
+    """
     mats = {}
     for name, frag, elem in (("a", a, inst.atype), ("b", b, inst.btype), ("c", c, inst.ctype)):
         layout = layout_of(name, str(inst.shape), elem)
@@ -120,7 +147,13 @@ def fragment_matrices(inst, a, b, c, layout_of, *, stack: bool) -> dict:
 
 
 def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_strict: bool = False) -> None:
-    """``wmma.store.d``: write the D fragment to ``mem`` (in place) at byte ``offset``."""
+    """``wmma.store.d``: write the D fragment to ``mem`` (in place) at byte ``offset``.
+
+    Raises :class:`~fastmma.errors.InvalidInstructionError` for text that is no ``wmma.store``,
+    :class:`~fastmma.errors.OperandError` for a fragment of the wrong dtype or shape,
+    :class:`~fastmma.errors.AlignmentError` for a misaligned address or stride, and
+    :class:`~fastmma.errors.MemoryBoundsError` for bytes outside the image.
+    """
     inst = as_instruction(instruction, (WmmaStore,))
     shape = str(inst.shape)
     layout = fragment_layout("d", shape, inst.type, inst.layout)
@@ -134,7 +167,11 @@ def store_stack(instruction, mem, offset, d, stride=None, *, isa_strict: bool = 
     written in place).  The warps store in the stack's C order, as if one after another:
     where two warps' matrices share bytes (a race on a GPU, whose outcome the ISA leaves
     open), the later warp's bytes are what memory keeps.  Every access is checked before
-    memory is written."""
+    memory is written.
+
+    Raises what :func:`store` raises, naming the first warp at fault by its stack index;
+    nothing is written then.
+    """
     inst = as_instruction(instruction, (WmmaStore,))
     shape = str(inst.shape)
     layout = fragment_layout("d", shape, inst.type, inst.layout)

@@ -29,7 +29,7 @@ def test_gemm_times_the_product_after_loading_the_kernels(capsys):
     assert main(["gemm", "-i", "m64n64k16.f32.bf16.bf16", "--m", "128", "--n", "64", "--k", "64"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    kernels = next(i for i, line in enumerate(lines) if line.startswith("kernels: "))
+    kernels = next(i for i, line in enumerate(lines) if line.startswith("kernels for .bf16 x .bf16 -> .f32: "))
     timed = next(i for i, line in enumerate(lines) if line.startswith("time: "))
     assert kernels < timed
     assert "max error relative to |A|.|B| + |C|" in out
@@ -123,12 +123,18 @@ def test_gemm_on_stacks_of_matrices(tmp_path, capsys):
     assert np.array_equal(D, fastmma.matmul(A, B, instruction=text))
 
 
-def test_gemm_progress_bar_goes_to_stderr(capsys):
+def test_gemm_progress_bar_goes_to_stderr_as_lines_in_a_pipe(capsys):
+    """``--progress always`` into a pipe (capsys is no terminal): whole lines, never a ``\r`` redraw."""
     assert main(["gemm", "-i", "m64n8k16.f32.f16.f16", "--m", "8", "--n", "1100", "--k", "16",
                  "--progress", "always", "--no-check"]) == 0
     captured = capsys.readouterr()
-    assert "100.0%" in captured.err and "[" in captured.err
-    assert "100.0%" not in captured.out
+    assert "100%" in captured.err and "1100/1100" in captured.err and "\r" not in captured.err
+    assert "100%" not in captured.out
+
+
+def test_gemm_progress_auto_is_quiet_in_a_pipe(capsys):
+    assert main(["gemm", "-i", "m64n8k16.f32.f16.f16", "--m", "8", "--n", "1100", "--k", "16", "--no-check"]) == 0
+    assert "%" not in capsys.readouterr().err
 
 
 def test_gemm_progress_bar_starts_after_the_warm_up(monkeypatch, capsys):
@@ -137,12 +143,39 @@ def test_gemm_progress_bar_starts_after_the_warm_up(monkeypatch, capsys):
     import fastmma.cli as cli
 
     order = []
-    warm_up, bar = cli._warm_up, cli.ProgressBar
-    monkeypatch.setattr(cli, "_warm_up", lambda *args: order.append("warm-up") or warm_up(*args))
-    monkeypatch.setattr(cli, "ProgressBar", lambda *args, **kw: order.append("bar") or bar(*args, **kw))
+    warm_up, bar = cli._warm_up, cli.make_bar
+    monkeypatch.setattr(cli, "_warm_up", lambda *args, **kw: order.append("warm-up") or warm_up(*args, **kw))
+    monkeypatch.setattr(cli, "make_bar", lambda *args, **kw: order.append("bar") or bar(*args, **kw))
     assert main(["gemm", "-i", "m64n8k16.f32.f16.f16", "--m", "8", "--n", "64", "--k", "16",
                  "--progress", "always", "--no-check"]) == 0
-    assert order == ["warm-up", "bar"] and "100.0%" in capsys.readouterr().err
+    assert order == ["warm-up", "bar"] and "100%" in capsys.readouterr().err
+
+
+def test_a_long_step_says_what_runs_while_it_runs():
+    """What ``gemm`` shows while numba compiles: the step's name in a line of its own as soon
+    as it has run ``after`` seconds (not only once it is over), and a final line."""
+    import io
+    import threading
+
+    from fastmma.progress import while_running
+
+    stream, seen = io.StringIO(), threading.Event()
+    with while_running("kernels for .f16 x .f16 -> .f32: compiling", show="always", stream=stream, after=0.05):
+        for _ in range(200):
+            if "compiling" in stream.getvalue():
+                seen.set()
+                break
+            threading.Event().wait(0.01)
+    assert seen.is_set()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("kernels for .f16 x .f16 -> .f32") for line in lines)
+    assert "\r" not in stream.getvalue()
+
+
+def test_conform_with_a_progress_bar_into_a_pipe(golden_dir):
+    code, out, err = run("conform", str(golden_dir / "probes" / "q13_movmatrix"), "--progress", "always")
+    assert code == 0 and out.strip().endswith("16 passed, 0 failed")
+    assert "conform" in err and "1/1" in err and "\r" not in err
 
 
 def test_conform_prints_per_file_and_a_summary(golden_dir):
@@ -160,11 +193,54 @@ def test_conform_exits_1_on_failures(tmp_path):
 
 
 def test_info_lists_versions_threads_and_recorded_cases(capsys, golden_dir):
-    assert main(["info", "--recordings", str(golden_dir / "wmma")]) == 0
+    assert main(["info", "--verify", str(golden_dir / "wmma")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("fastmma ")
     assert "numba" in out and "threads:" in out
     assert "wmma m8n8k4 f64.f64" in out and "256 / 256" in out
+
+
+def test_info_answers_without_replaying_or_compiling(capsys, monkeypatch):
+    """``info`` reads the kernel cache's index files and replays nothing."""
+    import fastmma.conform
+
+    monkeypatch.setattr(fastmma.conform, "check_file", lambda *a, **kw: pytest.fail("info replayed a recording"))
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"kernel cache: \d+ of \d+ kernels compiled", out)
+    assert re.search(r"^  fused_gemm +\d+ of \d+ +compiled, \d+ signatures", out, re.M)
+    assert "info --verify" in out
+
+
+def test_info_counts_a_kernel_once_it_is_in_the_cache():
+    """After a small f16 GEMM the blocked float kernels' index files hold code for these sources."""
+    import fastmma
+    from fastmma.kernel_report import cached_kernels
+
+    A = np.ones((64, 64), np.float16)
+    fastmma.matmul(A, A, instruction="m64n64k16.f32.f16.f16")
+    report = {m.module: m for m in cached_kernels()}
+    assert report["fused_gemm"].compiled > 0 and report["fused_gemm"].signatures >= report["fused_gemm"].compiled
+    assert all(0 <= m.compiled <= m.kernels for m in report.values())
+
+
+@pytest.mark.parametrize("text, meant", [
+    ("m64n8k16.f32.f17.f16", ".f16"),
+    ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f17.f16", ".f16"),
+    ("mma.sync.aligned.m16n8k16.row.col.f32.bf17.bf16.f32", ".bf16"),
+    ("wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8.satfinte", ".satfinite"),
+    ("wmma.mma.sync.aligned.row.cl.m16n16k16.f32.f32", ".col"),
+])
+def test_a_near_miss_qualifier_says_which_was_meant(capsys, text, meant):
+    assert main(["explain", text]) == 2
+    err = capsys.readouterr().err
+    assert f"did you mean {meant}?" in err
+    assert err.startswith("fastmma: error: ") and err.count("\n") == 1
+
+
+def test_a_far_miss_suggests_nothing(capsys):
+    assert main(["gemm", "-i", "m64n8k16.f32.f16.bogus", "--size", "8"]) == 2
+    assert "did you mean" not in capsys.readouterr().err
 
 
 def test_explain_states_the_rule(capsys):
@@ -234,7 +310,7 @@ def test_gemm_on_a_dask_cluster_gives_the_local_bits(tmp_path):
                              str(tmp_path / "b.npy"), "-o", str(tmp_path / "d.npy"), "--scheduler",
                              cluster.scheduler_address, "--block", "32", "--progress", "always")
     assert code == 0, err
-    assert "100.0%" in err
+    assert "100%" in err and "\r" not in err  # a pipe: a line at a time
     expected = fastmma.matmul(A, B, instruction="m64n64k16.f32.f16.f16")
     assert np.array_equal(np.load(tmp_path / "d.npy").view(np.uint32), expected.view(np.uint32))
 
@@ -321,21 +397,21 @@ def test_gemm_of_an_mma_sync_short_form():
 
 
 def test_info_counts_mma_sync_recordings(capsys, golden_dir):
-    assert main(["info", "--recordings", str(golden_dir / "probes" / "q11_mma_sync_k_loop")]) == 0
+    assert main(["info", "--verify", str(golden_dir / "probes" / "q11_mma_sync_k_loop")]) == 0
     out = capsys.readouterr().out
     assert "mma.sync (f16 with m8n8k4, bf16, tf32, e4m3/e5m2, f64" in out
     assert re.search(r"mma m16n8k32 f32\.e4m3\.e4m3 chain16 +12 / 12", out)
 
 
 def test_info_counts_ldmatrix_recordings(capsys, golden_dir):
-    assert main(["info", "--recordings", str(golden_dir / "probes" / "q12_ldmatrix_stmatrix")]) == 0
+    assert main(["info", "--verify", str(golden_dir / "probes" / "q12_ldmatrix_stmatrix")]) == 0
     out = capsys.readouterr().out
     assert re.search(r"stmatrix m8n8\.x4\.trans\.b16 +8 / 8", out)
     assert re.search(r"ldmatrix m8n8\.x4\.trans\.generic\.b16 +8 / 8", out)
 
 
 def test_info_counts_m8n8k4_recordings_by_layout_and_c(capsys, golden_dir):
-    assert main(["info", "--recordings", str(golden_dir / "probes" / "q14_mma_m8n8k4")]) == 0
+    assert main(["info", "--verify", str(golden_dir / "probes" / "q14_mma_m8n8k4")]) == 0
     out = capsys.readouterr().out
     assert re.search(r"mma m8n8k4 col\.row f32\.f16\.f16\.f16 +12 / 12", out)
     assert re.search(r"mma m8n8k4 f32\.f16\.f16 +12 / 12", out)  # .row.col, C = D's type
@@ -348,7 +424,7 @@ def test_explain_m8n8k4_names_the_quad_pairs(capsys):
 
 
 def test_info_counts_movmatrix_recordings(capsys, golden_dir):
-    assert main(["info", "--recordings", str(golden_dir / "probes" / "q13_movmatrix")]) == 0
+    assert main(["info", "--verify", str(golden_dir / "probes" / "q13_movmatrix")]) == 0
     out = capsys.readouterr().out
     assert "movmatrix (.m8n8.trans .b16)" in out
     assert re.search(r"movmatrix m8n8\.trans\.b16 +16 / 16", out)
@@ -365,3 +441,15 @@ def test_explain_matrix_moves(capsys, text, words):
     out = capsys.readouterr().out
     for word in words:
         assert word in out
+
+
+def test_the_dask_module_does_not_import_the_command_line():
+    """``fastmma.dask`` sits below the CLI: the CLI imports it, never the other way round."""
+    import ast
+    from pathlib import Path
+
+    import fastmma
+
+    tree = ast.parse((Path(fastmma.__file__).parent / "dask.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported and not {"cli", "fastmma.cli"} & imported

@@ -1,5 +1,10 @@
-"""The README's examples run as written."""
+"""The examples of README.md and of every page under docs/ run as written.
 
+Each page's python blocks run in order in one namespace (a page's later examples use its
+earlier ones' names); its bash lines that call ``python -m fastmma`` run as commands.
+"""
+
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -8,49 +13,61 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README] + sorted((ROOT / "docs").rglob("*.md"))
 
 
-def blocks(lang):
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
-
-
-def run_python_blocks(code):
-    namespace = {}
-    for block in code:
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+def blocks(page, lang):
+    return re.findall(rf"```{lang}\n(.*?)```", page.read_text(), flags=re.S)
 
 
 def needs_dask(block):
     return "fastmma.dask" in block
 
 
-def test_python_examples_run():
-    code = [b for b in blocks("python") if not needs_dask(b)]
-    assert code, "README has python examples"
-    run_python_blocks(code)
+def page_id(page):
+    return page.relative_to(ROOT).as_posix()
 
 
-def test_dask_example_runs():
-    pytest.importorskip("dask.array", reason='the dask example needs pip install "fastmma[dask]"')
-    code = blocks("python")
-    assert any(needs_dask(b) for b in code), "README shows fastmma.dask"
-    run_python_blocks(code)
+@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p, "python")], ids=page_id)
+def test_python_examples_run(page):
+    """Every python block runs; one that uses fastmma.dask only where the dask extra is installed."""
+    code = blocks(page, "python")
+    have_dask = importlib.util.find_spec("dask") is not None
+    namespace = {}
+    for block in code:
+        if needs_dask(block) and not have_dask:
+            continue
+        exec(compile(block, str(page), "exec"), namespace)  # noqa: S102 - the page's own code
 
 
-def test_quick_start_and_cli_commands_run(tmp_path):
+def test_readme_shows_a_gemm_and_a_register_level_instruction():
+    code = "".join(blocks(README, "python"))
+    assert "fastmma.matmul(" in code and "mma_sync.mma(" in code
+
+
+def fastmma_commands(page):
     commands = []
-    for block in blocks("bash"):
+    for block in blocks(page, "bash"):
         for line in block.splitlines():
             line, _, comment = line.partition("#")
             if "python -m fastmma" in line:
                 commands.append((line.split("&&")[-1].strip(), comment))
-    assert any(c.startswith("python -m fastmma gemm") for c, _ in commands)
-    for command, comment in commands:
+    return commands
+
+
+def test_quick_start_runs_a_gemm():
+    assert any(c.startswith("python -m fastmma gemm") for c, _ in fastmma_commands(README))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if fastmma_commands(p)], ids=page_id)
+def test_cli_commands_run(page):
+    for command, comment in fastmma_commands(page):
         argv = shlex.split(command)
         argv[0] = sys.executable
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=README.parent)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=ROOT)
         assert proc.returncode == 0, (command, proc.stderr[-2000:])
-        if " conform " in command:  # the count README states ("# ... 3901 passed, 0 failed") is the count
+        if " conform " in command:  # the count the page states ("# ... 3901 passed, 0 failed") is the count
             stated = re.search(r"(\d+ passed, 0 failed)", comment)
             assert stated and proc.stdout.strip().splitlines()[-1] == stated.group(1), (comment, proc.stdout[-300:])

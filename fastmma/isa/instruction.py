@@ -62,11 +62,13 @@ class Instruction:
 
 @dataclass(frozen=True)
 class WgmmaFence(Instruction):
+    """``wgmma.fence``: orders register and shared-memory accesses before the next wgmma."""
     family = "wgmma"
 
 
 @dataclass(frozen=True)
 class WgmmaCommitGroup(Instruction):
+    """``wgmma.commit_group``: closes the pending wgmma instructions into one async group."""
     family = "wgmma"
 
 
@@ -153,6 +155,7 @@ class WgmmaMmaAsync(_WgmmaMma):
 
     @property
     def rule(self):
+        """The numerics rule of this instruction (:mod:`fastmma.isa.numerics`)."""
         return numerics.wgmma_rule(self.atype, self.dtype, self.shape.k, self.satfinite, self.op)
 
 
@@ -170,6 +173,7 @@ class WgmmaMmaAsyncSp(_WgmmaMma):
 
     @property
     def rule(self):
+        """The numerics rule of this instruction (:mod:`fastmma.isa.numerics`)."""
         return numerics.wgmma_sp_rule(self.atype, self.dtype, self.shape.k, self.satfinite)
 
     @property
@@ -202,6 +206,7 @@ class WmmaLoad(Instruction):
 
     @property
     def regs(self) -> int:
+        """Registers per thread of the fragment (PTX ISA 9.7.14.2)."""
         return tables.wmma_fragment_regs(self.matrix, str(self.shape), self.type)
 
     @property
@@ -222,14 +227,17 @@ class WmmaStore(Instruction):
 
     @property
     def matrix(self) -> str:
+        """The matrix stored: always ``"d"``."""
         return "d"
 
     @property
     def regs(self) -> int:
+        """Registers per thread of the D fragment (PTX ISA 9.7.14.2)."""
         return tables.wmma_fragment_regs("d", str(self.shape), self.type)
 
     @property
     def words(self) -> int:
+        """32-bit words per thread (an f64 register is two words)."""
         return self.regs * (2 if self.type == "f64" else 1)
 
 
@@ -269,6 +277,7 @@ class WmmaMma(_WarpMma):
 
     @property
     def rule(self):
+        """The numerics rule of this instruction (:mod:`fastmma.isa.numerics`)."""
         return numerics.wmma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
                                   self.op, self.rounding)
 
@@ -292,6 +301,7 @@ class MmaSync(_WarpMma):
 
     @property
     def rule(self):
+        """The numerics rule of this instruction (:mod:`fastmma.isa.numerics`)."""
         return numerics.mma_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite,
                                  self.op, self.rounding, self.quad_pairs)
 
@@ -318,6 +328,7 @@ class MmaSp(_WarpMma):
 
     @property
     def rule(self):
+        """The numerics rule of this instruction (:mod:`fastmma.isa.numerics`)."""
         return numerics.mma_sp_rule(self.atype, self.ctype, self.dtype, self.shape.k, self.satfinite)
 
 

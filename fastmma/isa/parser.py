@@ -19,6 +19,7 @@ import re
 
 from ..errors import InvalidInstructionError, PTXSyntaxError, UnsupportedInstructionError
 from . import tables
+from .near_miss import did_you_mean
 from .instruction import (
     Instruction,
     Ldmatrix,
@@ -140,6 +141,9 @@ def unsigned_literal(body: str, text: str | None = None) -> int:
 
 
 def parse_operand(text: str) -> Operand:
+    """One operand's text as an :class:`~fastmma.isa.Operand`: a register, a vector of them,
+    an address ``[reg+offset]``, an immediate or a predicate.  Raises
+    :class:`~fastmma.errors.PTXSyntaxError` for text that is none of these."""
     t = text.strip()
     if t.startswith("{"):
         if not t.endswith("}"):
@@ -226,9 +230,10 @@ class _Quals:
         for tok in tokens:
             kind = _classify(tok)
             if kind not in allowed:
+                hint = did_you_mean(tok, allowed) if kind == "unknown" else None
                 raise _fail(
-                    f"qualifier .{tok} is not allowed on {opcode}; its qualifiers are "
-                    f"{_describe_allowed(allowed)}"
+                    f"qualifier .{tok} is not allowed on {opcode}{f' (did you mean .{hint}?)' if hint else ''}; "
+                    f"its qualifiers are {_describe_allowed(allowed)}"
                 )
             if kind not in ("type", "layout") and tok in self.by_kind.get(kind, []):
                 raise _fail(f"qualifier .{tok} appears twice in {opcode}")

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..errors import InvalidInstructionError
+from .near_miss import did_you_mean, is_qualifier
 from .instruction import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma
 from .parser import parse
 
@@ -86,4 +87,18 @@ def _resolve_text(text: str, kinds: InstructionKinds) -> Instruction:
             return parse(template.format(shape=shape, types=types))
         except InvalidInstructionError as exc:
             errors.append(f"as {template.split('.sync')[0]}: {exc}")
+    hint = _near_miss(types)
+    if hint:
+        raise InvalidInstructionError(f"{text!r} is not a valid short form: {hint}")
     raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
+
+
+def _near_miss(types: str) -> str | None:
+    """``qualifier .f17 is no PTX qualifier; did you mean .f16?`` for the first qualifier of
+    ``types`` that no matrix instruction has and that is close to one that some has."""
+    for token in types.split("."):
+        if token and not is_qualifier(token):
+            hint = did_you_mean(token)
+            if hint:
+                return f"qualifier .{token} is no PTX qualifier of a matrix instruction; did you mean .{hint}?"
+    return None

@@ -120,10 +120,13 @@ WMMA_SHAPES = tuple(dict.fromkeys(s for row in WMMA_TYPE_ROWS for s in row.shape
 
 
 def wmma_rows_for_shape(shape: str) -> tuple[WmmaTypeRow, ...]:
+    """The wmma type rows that have ``shape`` (e.g. ``"m16n16k16"``), in table order."""
     return tuple(row for row in WMMA_TYPE_ROWS if shape in row.shapes)
 
 
 def wmma_row_for_ab(atype: str, shape: str | None = None) -> WmmaTypeRow | None:
+    """The wmma type row whose A/B types include ``atype`` (and that has ``shape``, where
+    given), or None."""
     for row in WMMA_TYPE_ROWS:
         if atype in row.ab_types and (shape is None or shape in row.shapes):
             return row
@@ -262,6 +265,7 @@ class MmaSpTypeRow:
 
     @property
     def shapes(self) -> tuple[str, ...]:
+        """The row's shapes: those its sparsity selectors are listed for."""
         return tuple(self.selectors)
 
 

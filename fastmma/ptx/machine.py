@@ -229,6 +229,8 @@ class Machine:
         return {name: t.name for name, t in self._types.items()}
 
     def type_of(self, name: str) -> PtxType:
+        """The declared type of register ``name``; :class:`~fastmma.errors.OperandError` for a
+        register this machine does not have."""
         if name not in self._types:
             raise OperandError(f"no register {name!r} in this machine")
         return self._types[name]
@@ -258,6 +260,8 @@ class Machine:
         self._regs.write(name, bits.astype(self._types[name].storage))
 
     def special(self, name: str) -> np.ndarray:
+        """The per-thread values of special register ``name`` (``%tid.x``, ``%laneid``, ``%warpid``
+        ...) for this machine's threads, as ``uint32[threads]``."""
         t = np.arange(self.threads, dtype=np.uint32)
         values = {"%tid.x": t, "%tid.y": 0, "%tid.z": 0, "%ntid.x": self.threads, "%ntid.y": 1,
                   "%ntid.z": 1, "%laneid": t % 32, "%warpid": t // 32, "%nwarpid": self.threads // 32}

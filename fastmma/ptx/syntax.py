@@ -90,6 +90,8 @@ class DeclName:
     dims: tuple[int, ...] = ()
 
     def names(self) -> list[str]:
+        """The register names this declaration makes: ``name`` alone, or ``name0`` .. ``name<count-1>``
+        for a ``name<count>`` range."""
         if self.count is None:
             return [self.name]
         return [f"{self.name}{i}" for i in range(self.count)]
@@ -97,6 +99,7 @@ class DeclName:
 
 @dataclass(frozen=True)
 class RegDecl:
+    """A ``.reg`` declaration: its type, its names, and where it stands in the source."""
     type_name: str
     names: tuple[DeclName, ...]
     line: int
@@ -105,6 +108,8 @@ class RegDecl:
 
 @dataclass(frozen=True)
 class VarDecl:
+    """A ``.shared`` / ``.global`` variable declaration: its space, alignment, type, names and
+    place in the source."""
     space: str
     align: int | None
     type_name: str
@@ -115,6 +120,7 @@ class VarDecl:
 
 @dataclass(frozen=True)
 class Block:
+    """A ``{`` (``opening``) or ``}`` of a block, and where it stands in the source."""
     opening: bool
     line: int
     column: int
@@ -141,6 +147,7 @@ class Instr:
 
     @property
     def root(self) -> str:
+        """The opcode's first word (``wgmma`` of ``wgmma.mma_async``)."""
         return self.opcode.split(".")[0]
 
     @property

@@ -45,6 +45,8 @@ class PtxType:
 
     @property
     def storage(self) -> np.dtype:
+        """The numpy dtype of a register's raw per-thread values: bool for a predicate, else the unsigned
+        integer of its width."""
         return STORAGE[self.bits]
 
     def __str__(self) -> str:

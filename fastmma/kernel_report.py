@@ -1,0 +1,63 @@
+"""Which of fastmma's numba kernels have compiled code in the on-disk cache, read from the
+cache's index files alone: nothing is compiled or loaded (``fastmma info``)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+from typing import NamedTuple
+
+
+class ModuleCache(NamedTuple):
+    """The cache of one module of ``fastmma.kernels``.
+
+    ``kernels``: its cached (``cache=True``) functions; ``compiled``: those with code for the
+    current sources; ``signatures``: their compiled type signatures in all; ``stale``: those
+    whose cache files exist but were built from other sources or another numba;
+    ``where``: the folders of its cache files.
+    """
+
+    module: str
+    kernels: int
+    compiled: int
+    signatures: int
+    stale: int
+    where: tuple[str, ...]
+
+
+def _dispatchers(module):
+    for obj in vars(module).values():
+        cache = getattr(obj, "_cache", None)
+        if hasattr(obj, "py_func") and obj.py_func.__module__ == module.__name__ and hasattr(cache, "_cache_file"):
+            yield cache
+
+
+def _entries(cache) -> tuple[int, bool]:
+    """``(signatures with code for these sources, whether an index file exists)``.  numba's
+    index reader returns nothing for an index of other sources or another numba version."""
+    index = cache._cache_file
+    return len(index._load_index()), Path(index._index_path).exists()
+
+
+def cached_kernels() -> list[ModuleCache]:
+    """A :class:`ModuleCache` for every module of ``fastmma.kernels``, in name order.
+
+    Importing a module defines its kernels without compiling them.  Raises ``AttributeError``
+    where numba's cache objects lack the attributes read here (a numba unlike those tested).
+    Example: ``sum(m.compiled for m in cached_kernels())``.
+    """
+    from . import kernels
+
+    report = []
+    for info in sorted(pkgutil.iter_modules(kernels.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{kernels.__name__}.{info.name}")
+        caches = list(_dispatchers(module))
+        if not caches:
+            continue
+        counts = [_entries(c) for c in caches]
+        report.append(ModuleCache(
+            module=info.name, kernels=len(caches), compiled=sum(1 for n, _ in counts if n),
+            signatures=sum(n for n, _ in counts), stale=sum(1 for n, exists in counts if exists and not n),
+            where=tuple(sorted({str(c._cache_path) for c in caches}))))
+    return report
