@@ -537,8 +537,7 @@ def _cmd_ptx(args) -> int:
 def _cmd_warmup(args) -> int:
     from .warmup import warmup
 
-    report = warmup(args.types or None, processes=args.jobs, progress=None if args.progress == "auto" else
-                    args.progress == "always")
+    report = warmup(args.types or None, processes=args.jobs, progress=args.progress)
     print(f"warmup: {' '.join(report.types)}: {report.compiled} functions compiled, {report.loaded} loaded from "
           f"numba's cache, {report.calls} calls, {report.seconds:.1f} s")
     return 0
@@ -602,7 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                             "e4m3 e5m2 s8 u8 s4 u4 b1 f64")
     p.add_argument("--jobs", "-j", type=int, help="processes at once (default: the CPUs)")
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                   help="progress bar on stderr (auto: where stderr is a terminal)")
+                   help="progress bar on stderr (auto: on a terminal; always: a line now and then in a pipe)")
     p.set_defaults(func=_cmd_warmup)
 
     p = sub.add_parser("explain", help="what an instruction is: qualifiers, sizes, numerics rule")

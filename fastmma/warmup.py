@@ -154,11 +154,12 @@ def families(types=None) -> list[tuple]:
     return [part for part in parts if part]
 
 
-def warmup(types=None, processes: int | None = None, progress: bool | None = None) -> WarmupReport:
+def warmup(types=None, processes: int | None = None, progress: bool | str | None = None) -> WarmupReport:
     """Compile the kernels that ``types`` (names of :data:`TYPES`; default all) use, each
     family of :data:`FAMILIES` in its own process, ``processes`` at a time (default: the
-    CPUs), and leave them in numba's cache.  ``progress``: a tqdm bar on standard error
-    (default: where it is a terminal) that names the types being compiled.
+    CPUs), and leave them in numba's cache.  ``progress``: a bar on standard error that names
+    the types left (:func:`fastmma.progress.make_bar`'s ``show``; True is ``"always"``, False
+    ``"never"``, None ``"auto"``).
 
     Example: ``fastmma.warmup.warmup(["f16"])`` before timing a first f16 GEMM.
     """
@@ -168,11 +169,12 @@ def warmup(types=None, processes: int | None = None, progress: bool | None = Non
     workers = min(len(parts), processes or os.cpu_count() or 1)
     start = time.perf_counter()
     totals = [0, 0, 0]
-    from tqdm import tqdm
+    from .progress import make_bar
 
+    show = {None: "auto", True: "always", False: "never"}.get(progress, progress)
     context = multiprocessing.get_context("spawn")  # numba's threads must not be forked
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool, \
-            tqdm(total=len(parts), desc="compiling", unit="family", disable=_quiet(progress)) as bar:
+            make_bar("compiling", total=len(parts), unit="family", show=show) as bar:
         futures = {pool.submit(_warm_family, part): part for part in parts}
         bar.set_postfix_str(_names(parts))
         for done in concurrent.futures.as_completed(futures):
@@ -186,9 +188,3 @@ def warmup(types=None, processes: int | None = None, progress: bool | None = Non
 
 def _names(parts) -> str:
     return " ".join("+".join(part) for part in parts)
-
-
-def _quiet(progress) -> bool:
-    import sys
-
-    return not sys.stderr.isatty() if progress is None else not progress
