@@ -22,8 +22,12 @@ def blocks(page, lang):
     return re.findall(rf"```{lang}\n(.*?)```", page.read_text(), flags=re.S)
 
 
-def needs_dask(block):
-    return "fastmma.dask" in block
+#: A block that imports one of these fastmma modules runs only where its extra's package is installed.
+EXTRAS = {"fastmma.dask": "dask", "fastmma.torch": "torch", "fastmma.triton": "triton"}
+
+
+def missing_extra(block):
+    return any(module in block and importlib.util.find_spec(package) is None for module, package in EXTRAS.items())
 
 
 def page_id(page):
@@ -32,12 +36,12 @@ def page_id(page):
 
 @pytest.mark.parametrize("page", [p for p in PAGES if blocks(p, "python")], ids=page_id)
 def test_python_examples_run(page):
-    """Every python block runs; one that uses fastmma.dask only where the dask extra is installed."""
+    """Every python block runs; one that uses fastmma.dask, .torch or .triton only where that
+    extra is installed."""
     code = blocks(page, "python")
-    have_dask = importlib.util.find_spec("dask") is not None
     namespace = {}
     for block in code:
-        if needs_dask(block) and not have_dask:
+        if missing_extra(block):
             continue
         exec(compile(block, str(page), "exec"), namespace)  # noqa: S102 - the page's own code
 
