@@ -22,6 +22,11 @@ Each wmma case times ``fastmma.wmma.mma`` on a warp's A, B and C fragments (D's 
 out) and ``fastmma.mma`` on the logical matrices; each ``mma.sync`` case times
 ``fastmma.mma_sync.mma`` the same way, one call and a stack of 512 warps.
 
+The prepared forms (``fastmma.wgmma.prepare``, ``fastmma.mma_sync.prepare``,
+``fastmma.wmma.prepare``: the instruction parsed and its index maps built once) time one
+call of each case beside the unprepared call in the same process, and a simulator's loop of
+:data:`CHAIN` chained instructions (the D of one the C of the next).
+
 Beside each, in the same run: numpy's float32 ``A @ B`` of the same tile (not bit-exact, a
 floor no emulator reaches: the ratio says how many such products one call costs), and
 MMA-Sim's ``WGMMA`` (``MMA`` for ``mma.sync``) on the same logical matrices where it is
@@ -366,3 +371,85 @@ def test_stack_of_mma_sync(benchmark, record_instruction, text):
     tiles = [_random(inst.shape, dtype, acc) for _ in range(2)]  # two different tiles, alternating
     _time_stack_of_warps(benchmark, record_instruction, inst, tiles, fastmma.mma_sync, mma_fragment_layout,
                          _mma_sync_short(inst))
+
+
+#: Instructions of the chained loop (a simulator issuing one instruction after another, each
+#: accumulating into the registers the last one wrote)
+CHAIN = 10_000
+
+
+def _prepared_wgmma(short):
+    """The prepared and the unprepared call of one wgmma case (A and B by descriptors into a
+    128B-swizzled image), each ``call(d_regs)``, and the first C registers."""
+    text = "wgmma.mma_async.sync.aligned." + short
+    A, B, C = _operands(short)
+    smem, a_desc, b_desc = _shared_memory(A, B)
+    c_regs = pack_d(C, "f32" if C.dtype == np.float32 else "s32")
+    op = fastmma.wgmma.prepare(text)
+    a, b = a_desc.encode(), b_desc.encode()
+    return (lambda d: op(d, a, b, smem),
+            lambda d: fastmma.wgmma.mma_async(text, d, a_desc=a_desc, b_desc=b_desc, smem=smem), c_regs)
+
+
+def _prepared_warp(text, module, layout_of, dtype, acc):
+    """The prepared and the unprepared call of one warp-level case, each ``call(c)``, and the
+    first C fragment."""
+    inst = fastmma.parse(text)
+    a, b, c = _fragments(inst, *_random(inst.shape, dtype, acc), layout_of)
+    op = module.prepare(text)
+    return lambda d: op(a, b, d), lambda d: module.mma(text, a, b, d), c
+
+
+def _prepared_cases():
+    """Every case of the tables above, as (label, prepared call, unprepared call, first C)."""
+    for short in CASES:
+        yield (f"wgmma {short}", *_prepared_wgmma(short))
+    for text, (dtype, acc, _) in MMA_SYNC_CASES.items():
+        yield (_mma_sync_short(fastmma.parse(text)),
+               *_prepared_warp(text, fastmma.mma_sync, mma_fragment_layout, dtype, acc))
+    for text, (dtype, acc) in WMMA_CASES.items():
+        inst = fastmma.parse(text)
+        yield (f"wmma {inst.shape}.{inst.dtype}.{inst.atype}.{inst.btype}.{inst.ctype}",
+               *_prepared_warp(text, fastmma.wmma, fragment_layout, dtype, acc))
+
+
+PREPARED = {label: (prepared, unprepared, c) for label, prepared, unprepared, c in _prepared_cases()}
+
+
+@pytest.mark.parametrize("label", list(PREPARED))
+def test_prepared_instruction(benchmark, record_ratio, label):
+    """One call of the prepared instruction, recorded against the unprepared call of the same
+    instruction on the same operands, the two timed in turns (one unprepared call before each
+    prepared one: on a machine shared with other work both meet the same load)."""
+    prepared, unprepared, c = PREPARED[label]
+    assert np.array_equal(prepared(c), unprepared(c))  # also compiles or loads the kernels
+    baseline = []
+
+    def unprepared_call():
+        baseline.append(_best_seconds(lambda: unprepared(c), 1))
+        return (c,), {}
+
+    benchmark.pedantic(prepared, setup=unprepared_call, rounds=200, iterations=1, warmup_rounds=5)
+    record_ratio(label, "one call, prepared", benchmark.stats.stats.min, "unprepared call", min(baseline))
+
+
+CHAINED = ("wgmma m64n8k16.f32.f16.f16", "wgmma m64n256k16.f32.f16.f16",
+           "mma m16n8k16.f32.f16.f16.f32")
+
+
+@pytest.mark.parametrize("label", CHAINED)
+def test_chained_prepared_instructions(benchmark, record_ratio, label):
+    """A simulator's loop: :data:`CHAIN` prepared instructions, the D of each the C of the
+    next, recorded per instruction against the same loop of unprepared calls (a tenth as many)."""
+    prepared, unprepared, c = PREPARED[label]
+
+    def loop(call, count):
+        d = c
+        for _ in range(count):
+            d = call(d)
+        return d
+
+    assert np.array_equal(loop(prepared, 3), loop(unprepared, 3))
+    benchmark.pedantic(loop, args=(prepared, CHAIN), rounds=1, iterations=1, warmup_rounds=0)
+    record_ratio(label, f"a chain of {CHAIN}, per instruction", benchmark.stats.stats.min / CHAIN,
+                 "unprepared chain", _best_seconds(lambda: loop(unprepared, CHAIN // 10), 2) / (CHAIN // 10))

@@ -10,6 +10,8 @@ Entry points:
 * :mod:`fastmma.mma_sync` - ``mma.sync`` and ``mma.sp`` on warp fragments;
 * :mod:`fastmma.ldmatrix` - ``ldmatrix`` / ``stmatrix`` between a shared-memory image and warp registers;
 * :mod:`fastmma.wgmma` - one ``wgmma.mma_async`` on warpgroup registers and shared memory;
+* ``fastmma.wgmma.prepare``, ``fastmma.mma_sync.prepare``, ``fastmma.wmma.prepare`` - one instruction
+  parsed and checked once, then called on registers (and images) for each issue, as a simulator does;
 * :class:`fastmma.Warpgroup` - a warpgroup's registers, shared memory and async groups;
 * :func:`fastmma.parse` - PTX instruction text into an instruction object.
 """

@@ -10,15 +10,19 @@ and :mod:`fastmma.wgmma` for that.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 
 import numpy as np
 
+from . import kernels
 from .errors import InvalidInstructionError, OperandError
 from .formats import as_numpy, from_bits, get_format, to_bits
-from .isa import Instruction, MmaSp, WgmmaMmaAsyncSp, parse
+from .isa import FusedDotRule, Instruction, MmaSp, WgmmaMmaAsyncSp, parse
 from .isa.short_form import dense_kinds, resolve, sparse_kinds
 from .kernels import execute, execute_rows, execute_stack
+from .kernels.operands import read_only
 from .layout.sparse_metadata import check_columns, check_warpgroup_columns
 
 
@@ -214,3 +218,76 @@ def scale_d_flag(value, allowed: str = "a bool (or 0 / 1)") -> bool:
 def _scale_d(inst) -> bool:
     op = getattr(inst, "scale_d", None)
     return op is None or op.kind != "imm" or op.value != 0
+
+
+def kernel_call(rule, atype: str, btype: str, ctype: str, dtype: str, *, shape=None, neg_a: bool = False,
+                neg_b: bool = False, stack: bool = False):
+    """A prepared instruction's kernel: ``run(a, b, c, use_c)``, D's bits from its A, B and C
+    bits, with what :func:`~fastmma.kernels.execute` (``stack``:
+    :func:`~fastmma.kernels.execute_stack`) takes besides them fixed once: the rule, the
+    four types and the imm-scale negations.  A fused-dot tile of ``shape`` small enough for
+    :mod:`fastmma.kernels.small_gemm` (where ``execute`` sends it) runs that module's kernel
+    directly (:class:`_SmallTile`)."""
+    neg_a, neg_b = bool(neg_a), bool(neg_b)
+    small = (not stack and shape is not None and type(rule) is FusedDotRule
+             and shape.m * shape.n * shape.k <= kernels.SMALL_KERNEL_MACS and shape.k % rule.group == 0
+             and rule.group in importlib.import_module("fastmma.kernels.small_gemm").SMALL_KERNELS)
+    if small:
+        return _SmallTile(rule, atype, btype, ctype, dtype, neg_a, neg_b)
+    run = execute_stack if stack else execute
+
+    def through_execute(a, b, c, use_c=True):
+        return run(rule, a, b, c, atype, btype, ctype, dtype, use_c=use_c, neg_a=neg_a, neg_b=neg_b)
+
+    return through_execute
+
+
+class _SmallTile:
+    """:func:`~fastmma.kernels.execute` of a tile it sends to :func:`.kernels.small_gemm.small_gemm`,
+    with the rule's kernel and parameters found once: under the launch lock, C as the sum
+    reads it (:func:`~fastmma.kernels.c_as_accumulator`), the kernel, D's bits, and the
+    reference rule for the outputs an inf or NaN reaches (:func:`.kernels.fused_gemm.fix_specials`)."""
+
+    __slots__ = ("rule", "kernel", "params", "formats", "ctype", "widen_c", "negate", "d_bits", "fix_specials",
+                 "compiled")
+
+    def __init__(self, rule, atype, btype, ctype, dtype, neg_a, neg_b):
+        small = importlib.import_module("fastmma.kernels.small_gemm")
+        fused = importlib.import_module("fastmma.kernels.fused_gemm")
+        self.rule, self.ctype = rule, ctype
+        self.widen_c = kernels.c_as_accumulator(rule, np.zeros(0, np.uint16), ctype)[1] != ctype
+        c_sum = "f32" if self.widen_c else ctype
+        af, bf, cf, df = (kernels.format_params(t) for t in (atype, btype, c_sum, dtype))
+        self.formats = (af, bf, cf, df)
+        self.kernel = small.SMALL_KERNELS[rule.group]
+        self.params = (af, bf, rule.frac_bits, rule.e_zero, rule.out_man_bits, small.rounding_code(rule),
+                       get_format(c_sum).min_exponent, get_format(dtype).min_exponent)
+        self.negate = (neg_a, neg_b)
+        # D's bits are the accumulator's own where fused_gemm._d_bits views them, else converted by it
+        own = small.rounding_code(rule) == importlib.import_module("fastmma.kernels.fused_dot").ROUND_RZ
+        self.d_bits = None if own else functools.partial(fused._d_bits, rule=rule)
+        self.fix_specials, self.compiled = fused.fix_specials, None
+
+    def __call__(self, a, b, c, use_c=True):
+        with kernels.launch_lock:
+            if self.widen_c:
+                c, _ = kernels.c_as_accumulator(self.rule, c, self.ctype)
+            args = (a, b, c, *self.params, bool(use_c), int(self.negate[0]), int(self.negate[1]))
+            if self.compiled is None:
+                self.compiled = self._compiled(args)
+            acc, rows, cols, elems, special = self.compiled(*args)
+            d = acc.view(np.uint32) if self.d_bits is None else self.d_bits(acc)
+            if special:
+                af, bf, cf, df = self.formats
+                self.fix_specials(self.rule, *map(read_only, (a, b, c)), d, af, bf, cf, df, use_c, *self.negate, rows,
+                                  cols, elems)
+        return d
+
+    def _compiled(self, args):
+        """The kernel's compiled function for these arguments with A, B and C read-only, as
+        the kernels take them (compiled or loaded through the dispatcher first): called
+        directly, it skips the dispatcher's typing of each call, which for read-only arrays
+        takes numba's slow path, and the writeable arrays given to it read the same memory."""
+        args = tuple(map(read_only, args[:3])) + args[3:]
+        self.kernel(*args)
+        return self.kernel.get_overload(tuple(self.kernel.typeof_pyval(x) for x in args))

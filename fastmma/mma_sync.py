@@ -15,7 +15,8 @@ Example::
 
     d = fastmma.mma_sync.mma("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", a, b, c)
 
-:func:`mma_stack` runs one instruction for a stack of warps in one call.  On logical
+:func:`mma_stack` runs one instruction for a stack of warps in one call, and :func:`prepare`
+parses and checks one once for a simulator that issues it again and again.  On logical
 matrices, :func:`fastmma.mma` and :func:`fastmma.matmul` take the same instructions.
 """
 
@@ -30,7 +31,7 @@ from .layout.mma_fragments import QUAD_PAIRS, fragment_layout, quad_pair_layout,
 from .layout.sparse_metadata import kept_columns
 from .layout.wmma_fragments import pack_fragment
 from .mma import as_instruction, broadcast_stacks, flat_stack, sparse_rows, sparse_selector
-from .wmma import fragment_matrices, mma_on_fragments, mma_stack_on_fragments
+from .wmma import PreparedWarpMma, fragment_matrices, mma_on_fragments, mma_stack_on_fragments
 
 WARP_SIZE = 32
 
@@ -60,6 +61,36 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     if inst.quad_pairs:
         return _quad_pair_mma(inst, a, b, c, stack=True)
     return mma_stack_on_fragments(inst, a, b, c, fragment_layout)
+
+
+def prepare(instruction) -> PreparedWarpMma:
+    """One ``mma.sync`` (PTX text or a parsed :class:`~fastmma.isa.MmaSync`) parsed and
+    checked once, its fragment maps built once: a
+    :class:`~fastmma.wmma.PreparedWarpMma`, called as ``op(a, b, c)`` for each issue, bit
+    for bit what :func:`mma` gives.
+
+    Example::
+
+        op = fastmma.mma_sync.prepare("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+        d = op(a, b, c)
+    """
+    inst = as_instruction(instruction, (MmaSync,))
+    if not inst.quad_pairs:
+        return PreparedWarpMma(inst, fragment_layout)
+
+    def layout_of(matrix, shape, elem_type):
+        return quad_pair_layout(matrix, elem_type, {"a": inst.alayout, "b": inst.blayout}.get(matrix))
+
+    return PreparedWarpMma(inst, layout_of, _quad_pair_operand)
+
+
+def _quad_pair_operand(name: str, index: np.ndarray) -> np.ndarray:
+    """An operand of ``mma.sync.m8n8k4`` .f16 (A 32 x 4, B 4 x 32, C 32 x 8: the quad pairs'
+    products side by side) as the stack of the four products, as :func:`_quad_pair_mma`
+    lays it out for the kernels."""
+    if name == "b":
+        return np.ascontiguousarray(np.swapaxes(index.reshape(4, QUAD_PAIRS, 8), 0, 1))
+    return index.reshape(QUAD_PAIRS, 8, -1)
 
 
 def _quad_pair_mma(inst, a, b, c, *, stack: bool) -> np.ndarray:

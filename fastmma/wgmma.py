@@ -4,7 +4,9 @@ The register-level entry point for simulators: give the warpgroup's accumulator 
 (``uint32[128, ND]``), A as registers (``uint32[128, 4]``) or a 64-bit matrix descriptor,
 B's descriptor and the shared-memory image; get back the D registers.  No asynchronous
 state is kept (see :mod:`fastmma.warpgroup` for fence / commit_group / wait_group).
-:func:`mma_async_stack` does the same for a stack of warpgroups in one call.
+:func:`mma_async_stack` does the same for a stack of warpgroups in one call, and
+:func:`prepare` parses and checks an instruction once for a simulator that issues it again
+and again.
 :func:`mma_async_sp` (and :func:`mma_async_sp_stack`) runs the sparse ``wgmma.mma_async.sp``
 (PTX ISA 9.7.15.6) with each thread's metadata register (recorded:
 tests/golden/probes/q16_wgmma_sp).
@@ -25,10 +27,13 @@ from .formats import as_numpy, get_format
 from .isa import WgmmaMmaAsync, WgmmaMmaAsyncSp
 from .kernels import execute, execute_stack
 from .layout import register_file
-from .layout.descriptor import descriptor_values, gather_operand, gather_operand_stack, major_from_trans
+from .layout.descriptor import (MatrixDescriptor, descriptor_values, gather_operand, gather_operand_stack,
+                                major_from_trans)
+from .layout.index_maps import (DescriptorReader, check_image_address, checked_image, checked_registers,
+                                descriptor_value, wgmma_a_gather, wgmma_d_maps)
 from .layout.sparse_metadata import warpgroup_kept_columns
 from .layout.wgmma_fragments import pack_d, unpack_a, unpack_d
-from .mma import as_instruction, broadcast_stacks, scale_d_flag, sparse_rows, sparse_selector
+from .mma import as_instruction, broadcast_stacks, kernel_call, scale_d_flag, sparse_rows, sparse_selector
 
 THREADS = 128
 
@@ -111,6 +116,77 @@ def mma_async(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=None, sc
     d = execute(inst.rule, a, b, c, inst.atype, inst.btype, inst.dtype, inst.dtype,
                 use_c=scale_d_flag(scale_d), neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
     return pack_d(d, inst.dtype)
+
+
+def prepare(instruction) -> PreparedWgmma:
+    """One ``wgmma.mma_async`` (PTX text or a parsed
+    :class:`~fastmma.isa.WgmmaMmaAsync`) parsed and checked once, its register and
+    shared-memory maps built once: a :class:`PreparedWgmma`, called as
+    ``op(d_regs, a, b_desc, smem)`` for each issue, bit for bit what :func:`mma_async` gives.
+
+    Example::
+
+        op = fastmma.wgmma.prepare("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16")
+        for step in range(k_steps):
+            d = op(d, a_desc + 2 * step, b_desc + 2 * step, smem)
+    """
+    return PreparedWgmma(as_instruction(instruction, (WgmmaMmaAsync,)))
+
+
+class PreparedWgmma:
+    """A prepared ``wgmma.mma_async`` (:func:`prepare`); :attr:`instruction` is the parsed
+    instruction.
+
+    ``op(d_regs, a, b_desc, smem, scale_d=True, image_address=0)`` takes what
+    :func:`mma_async` takes: ``d_regs`` ``uint32[128, ND]`` (C), ``a`` A's registers
+    ``uint32[128, 4]`` or A's descriptor (as the instruction text says where it names the
+    source; else a :class:`~fastmma.layout.descriptor.MatrixDescriptor` or 64-bit integer is
+    a descriptor and anything else registers), ``b_desc`` B's descriptor, ``smem`` the
+    shared-memory image ``uint8[S]`` (byte 0 at shared address ``image_address``) and the
+    scale-d predicate; it returns the new D registers.  Each call checks its operands (shape
+    and dtype of the registers, the descriptors' bytes inside the image, PTX ISA 9.7.15.5.1)
+    and reads them by index maps built once (:mod:`fastmma.layout.index_maps`).
+    """
+
+    def __init__(self, inst: WgmmaMmaAsync):
+        m, n, k = inst.shape.m, inst.shape.n, inst.shape.k
+        self.instruction = inst
+        self._c_of, self._regs_of = wgmma_d_maps(n, inst.dtype)
+        self._a_of = wgmma_a_gather(inst.atype)
+        self._a_desc = DescriptorReader(m, k, get_format(inst.atype), major_from_trans(inst.imm_trans_a), False,
+                                        "a_desc")
+        self._b_desc = DescriptorReader(n, k, get_format(inst.btype), major_from_trans(inst.imm_trans_b), True,
+                                        "b_desc")
+        self._kernel = kernel_call(inst.rule, inst.atype, inst.btype, inst.dtype, inst.dtype, shape=inst.shape,
+                                   neg_a=inst.imm_scale_a == -1, neg_b=inst.imm_scale_b == -1)
+        self._d_shape = (THREADS, inst.d_regs)
+
+    def __call__(self, d_regs, a, b_desc, smem, scale_d=True, image_address=0) -> np.ndarray:
+        c = self._c_of(checked_registers(d_regs, self._d_shape, "d_regs"))
+        use_c = scale_d if type(scale_d) is bool else scale_d_flag(scale_d)
+        smem = checked_image(smem)
+        image_address = check_image_address(image_address)
+        a = self._a_desc(smem, descriptor_value(a, "a_desc"), image_address) if self._a_is_descriptor(a) else \
+            self._a_of(checked_registers(a, (THREADS, 4), "a_regs"))
+        if b_desc is None:
+            raise OperandError("b_desc is required: wgmma.mma_async always reads B from shared memory")
+        b = self._b_desc(smem, descriptor_value(b_desc, "b_desc"), image_address)
+        return self._regs_of(self._kernel(a, b, c, use_c))
+
+    def _a_is_descriptor(self, a) -> bool:
+        """Whether ``a`` is A's descriptor (else A's registers), checked against the text's A source."""
+        given = isinstance(a, (int, np.integer, MatrixDescriptor))
+        source = self.instruction.a_source
+        if source is not None and given != (source == "desc"):
+            want = "a descriptor (a MatrixDescriptor or its 64-bit value)" if source == "desc" else \
+                "registers (uint32[128, 4])"
+            raise OperandError(f"the instruction text reads A from {want}: got {type(a).__name__} for a")
+        if not given and self.instruction.imm_trans_a:
+            raise InvalidInstructionError("imm-trans-a does not exist when A comes from registers")
+        return given
+
+    def __repr__(self) -> str:
+        return f"fastmma.wgmma.prepare({self.instruction.text or str(self.instruction)!r})"
 
 
 #: :func:`mma_async_stack` runs a stack in parts of about this many bytes of accumulators,

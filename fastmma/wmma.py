@@ -16,10 +16,13 @@ Example::
     fastmma.wmma.store("wmma.store.d.sync.aligned.row.m16n16k16.f32", mem, 4096, d)
 
 :func:`load_stack`, :func:`mma_stack` and :func:`store_stack` run one instruction for a
-stack of warps in one call.
+stack of warps in one call; :func:`prepare` parses and checks a ``wmma.mma`` once for a
+simulator that issues it again and again.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -27,9 +30,10 @@ from .errors import OperandError
 from .isa import WmmaLoad, WmmaMma, WmmaStore
 from .kernels import execute, execute_stack
 from .layout import register_file
+from .layout.index_maps import checked_registers, fragment_gather, fragment_scatter
 from .layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
 from .layout.wmma_memory import load_wmma_matrix, store_wmma_matrix
-from .mma import as_instruction, broadcast_stacks, flat_stack
+from .mma import as_instruction, broadcast_stacks, flat_stack, kernel_call
 
 WARP_SIZE = 32
 
@@ -106,6 +110,48 @@ def mma_stack(instruction, a, b, c) -> np.ndarray:
     Raises what :func:`mma` raises.
     """
     return mma_stack_on_fragments(as_instruction(instruction, (WmmaMma,)), a, b, c, fragment_layout)
+
+
+def prepare(instruction) -> PreparedWarpMma:
+    """One ``wmma.mma`` (PTX text or a parsed :class:`~fastmma.isa.WmmaMma`) parsed and
+    checked once, its fragment maps built once: a :class:`PreparedWarpMma`, called as
+    ``op(a, b, c)`` for each issue, bit for bit what :func:`mma` gives."""
+    return PreparedWarpMma(as_instruction(instruction, (WmmaMma,)), fragment_layout)
+
+
+class PreparedWarpMma:
+    """A prepared warp-level mma, ``wmma.mma`` (:func:`prepare`) or ``mma.sync``
+    (:func:`fastmma.mma_sync.prepare`); :attr:`instruction` is the parsed instruction.
+
+    ``op(a, b, c)`` takes the A, B and C fragments ``uint32[32, words]`` and returns D's,
+    as :func:`mma` and :func:`fastmma.mma_sync.mma` do.  Each call checks the fragments'
+    shape and dtype and reads and writes them by index maps built once from the family's
+    fragment layouts (``layout_of(matrix, shape, elem_type)``;
+    :mod:`fastmma.layout.index_maps`).  ``arrange``: where given, a function of an operand's
+    name and its index matrix that lays the operands out as the kernel takes them, with the
+    kernel run on stacks (``mma.sync.m8n8k4``'s quad pairs)."""
+
+    def __init__(self, inst, layout_of, arrange=None):
+        self.instruction = inst
+        shape = str(inst.shape)
+        maps = []
+        for name, elem in (("a", inst.atype), ("b", inst.btype), ("c", inst.ctype)):
+            layout = layout_of(name, shape, elem)
+            maps.append((fragment_gather(layout, None if arrange is None else functools.partial(arrange, name)),
+                         (WARP_SIZE, layout.words)))
+        (self._a, self._a_shape), (self._b, self._b_shape), (self._c, self._c_shape) = maps
+        self._d = fragment_scatter(layout_of("d", shape, inst.dtype))
+        self._kernel = kernel_call(inst.rule, inst.atype, inst.btype, inst.ctype, inst.dtype, shape=inst.shape,
+                                   stack=arrange is not None)
+
+    def __call__(self, a, b, c) -> np.ndarray:
+        a = self._a(checked_registers(a, self._a_shape, "a"))
+        b = self._b(checked_registers(b, self._b_shape, "b"))
+        return self._d(self._kernel(a, b, self._c(checked_registers(c, self._c_shape, "c"))))
+
+    def __repr__(self) -> str:
+        module = "wmma" if isinstance(self.instruction, WmmaMma) else "mma_sync"
+        return f"fastmma.{module}.prepare({self.instruction.text or str(self.instruction)!r})"
 
 
 def mma_on_fragments(inst, a, b, c, layout_of) -> np.ndarray:
