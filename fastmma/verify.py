@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from .isa import parse
 from .layout.descriptor import MatrixDescriptor
 from .layout.mma_fragments import fragment_layout as mma_fragment_layout
 from .layout.wmma_memory import fragment_registers
+from .verify_device import device_info, find_nvcc, run_plans
 
 #: style -> (FORMAT ``mode`` label, legend)
 STYLES = {
@@ -51,7 +52,6 @@ STYLES = {
 }
 #: level -> (cases per style and form, every form or a spread of them)
 LEVELS = {"quick": (8, False), "full": (64, True)}
-ARCH = "-gencode=arch=compute_90a,code=sm_90a"
 WMMA_PREFILL = 0xA5
 
 
@@ -264,11 +264,14 @@ class MmaFamily:
     def kernel(self, kname: str, form: Form) -> str:
         return mma_kernel(kname, form)
 
-    def launch(self, gpu, kname: str, form: Form, arrays: dict) -> dict:
+    def plan(self, form: Form, arrays: dict) -> dict:
         n = len(arrays["a_regs"])
-        d = np.full((n, 32, form.spec["words"]["d"]), 0xDEADBEEF, np.uint32)
-        out = gpu.launch(kname, n, 32, [arrays["a_regs"], arrays["b_regs"], arrays["c_regs"]], [d])
-        return {"d_regs": out[0]}
+        return {"kernel": kernel_name(form), "blocks": n, "threads": 32, "shared": 0,
+                "args": [{"in": "a_regs"}, {"in": "b_regs"}, {"in": "c_regs"},
+                         _out("d_regs", (n, 32, form.spec["words"]["d"]), np.uint32, 0xDEADBEEF)]}
+
+    def finish(self, form: Form, out: dict) -> dict:
+        return out
 
     def meta(self, form: Form) -> dict:
         return {"ptx": [_concrete(form)], "qualifiers": form.spec["qualifiers"],
@@ -428,16 +431,20 @@ class WgmmaFamily:
     def kernel(self, kname: str, form: Form) -> str:
         return wgmma_kernel(kname, form)
 
-    def launch(self, gpu, kname: str, form: Form, arrays: dict) -> dict:
+    def plan(self, form: Form, arrays: dict) -> dict:
         n, size = arrays["smem"].shape
-        d = np.full((n, 128, form.spec["nd"]), 0xDEADBEEF, np.uint32)
-        base = np.zeros(n, np.uint32)
-        a_regs = arrays.get("a_regs", np.zeros((n, 128, 4), np.uint32))
-        out = gpu.launch(kname, n, 128, [arrays["smem"], np.int32(size), arrays["a_desc"], arrays["b_desc"], a_regs,
-                                         arrays["c_regs"]], [d], [arrays["scale_d"]], [base], shared=size)
-        if (out[1] % 1024).any():
-            raise RuntimeError(f"{form.name}: dynamic shared memory not 1024-byte aligned ({sorted(set(out[1]))})")
-        return {"d_regs": out[0]}
+        a_regs = {"in": "a_regs"} if "a_regs" in arrays else _out("no_a_regs", (n, 128, 4), np.uint32, 0)
+        return {"kernel": kernel_name(form), "blocks": n, "threads": 128, "shared": int(size),
+                "args": [{"in": "smem"}, {"int": int(size)}, {"in": "a_desc"}, {"in": "b_desc"}, a_regs,
+                         {"in": "c_regs"}, _out("d_regs", (n, 128, form.spec["nd"]), np.uint32, 0xDEADBEEF),
+                         {"in": "scale_d"}, _out("smem_base", (n,), np.uint32, 0)]}
+
+    def finish(self, form: Form, out: dict) -> dict:
+        """The D registers; the image must have sat at a 1024-byte aligned shared address, as
+        the replay (image address 0) assumes."""
+        if (np.asarray(out["smem_base"]) % 1024).any():
+            raise RuntimeError(f"{form.name}: dynamic shared memory not 1024-byte aligned")
+        return {"d_regs": out["d_regs"]}
 
     def meta(self, form: Form) -> dict:
         return {"ptx": ["setp.ne.b32 p, %r1, 0;", _wgmma_text(form)], "qualifiers": form.spec["qualifiers"],
@@ -599,12 +606,15 @@ class WmmaFamily:
     def kernel(self, kname: str, form: Form) -> str:
         return wmma_kernel(kname, form)
 
-    def launch(self, gpu, kname: str, form: Form, arrays: dict) -> dict:
+    def plan(self, form: Form, arrays: dict) -> dict:
         n = len(arrays["lda"])
-        frags = [np.full((n, 32, form.spec["words"][x]), 0xDEADBEEF, np.uint32) for x in "abcd"]
-        dmem = np.full((n, _mem_bytes(form, "d")), WMMA_PREFILL, np.uint8)
-        out = gpu.launch(kname, n, 32, [arrays["a_mem"], arrays["b_mem"], arrays["c_mem"]], [dmem] + frags)
-        return {"d_mem": out[0], **{f"{x}_frag": f for x, f in zip("abcd", out[1:])}}
+        return {"kernel": kernel_name(form), "blocks": n, "threads": 32, "shared": 0,
+                "args": [{"in": "a_mem"}, {"in": "b_mem"}, {"in": "c_mem"},
+                         _out("d_mem", (n, _mem_bytes(form, "d")), np.uint8, WMMA_PREFILL)]
+                + [_out(f"{x}_frag", (n, 32, form.spec["words"][x]), np.uint32, 0xDEADBEEF) for x in "abcd"]}
+
+    def finish(self, form: Form, out: dict) -> dict:
+        return out
 
     def meta(self, form: Form) -> dict:
         return {"ptx": form.spec["texts"], "qualifiers": form.spec["qualifiers"], "d_prefill_byte": "0xA5",
@@ -618,132 +628,12 @@ FAMILIES = {"mma": MmaFamily(), "wgmma": WgmmaFamily(), "wmma": WmmaFamily()}
 # ---------------------------------------------------------------- the GPU
 
 
-PRELUDE = """
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef unsigned char u8;
-__device__ __forceinline__ u64 gaddr(const void* p) { return (u64)__cvta_generic_to_global(p); }
-"""
-
-
 def kernel_name(form: Form) -> str:
     return "k_" + "".join(c if c.isalnum() else "_" for c in form.name.replace("-", "m"))
 
 
-def build(forms: list[Form], workdir: Path, nvcc: str, parts: int = 8) -> list[Path]:
-    """The forms' kernels compiled for sm_90a into cubins (``parts`` nvcc runs at once), as the
-    recordings were built (``nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -O2``)."""
-    groups = [forms[i::parts] for i in range(min(parts, len(forms)))]
-
-    def one(i):
-        cu, cubin = workdir / f"verify{i}.cu", workdir / f"verify{i}.cubin"
-        cu.write_text(PRELUDE + "".join(FAMILIES[f.family].kernel(kernel_name(f), f) for f in groups[i]))
-        res = subprocess.run([nvcc, "-cubin", ARCH, "-O2", str(cu), "-o", str(cubin)], capture_output=True, text=True)
-        if res.returncode:
-            raise RuntimeError(f"nvcc failed on {cu}:\n{res.stderr[-4000:]}")
-        return cubin
-
-    with ThreadPoolExecutor(len(groups)) as pool:
-        return list(pool.map(one, range(len(groups))))
-
-
-class CudaDriver:
-    """Cubins loaded and kernels launched through the CUDA driver API (ctypes), buffers
-    through PyTorch (which makes the primary context current)."""
-
-    def __init__(self, cubins):
-        import torch
-
-        self.torch = torch
-        torch.cuda.init()
-        torch.zeros(1, device="cuda")
-        self.cu = ctypes.CDLL("libcuda.so.1")
-        self.functions = {}
-        for path in cubins:
-            module = ctypes.c_void_p()
-            self._check(self.cu.cuModuleLoadData(ctypes.byref(module), Path(path).read_bytes()), f"load {path}")
-            self.modules = getattr(self, "modules", []) + [module]
-
-    def _check(self, code, what):
-        if code:
-            raise RuntimeError(f"CUDA driver error {code} ({what})")
-
-    def function(self, kname):
-        if kname not in self.functions:
-            fn = ctypes.c_void_p()
-            for module in self.modules:
-                if self.cu.cuModuleGetFunction(ctypes.byref(fn), module, kname.encode()) == 0:
-                    self.functions[kname] = fn
-                    break
-            else:
-                raise RuntimeError(f"kernel {kname} is in no cubin")
-        return self.functions[kname]
-
-    def launch(self, kname, blocks, threads, inputs, outputs, more_inputs=(), more_outputs=(), shared=0):
-        """Run ``kname`` with ``blocks`` x ``threads``; the arguments are ``inputs`` (arrays
-        copied in, or numpy scalars), ``outputs`` (arrays copied in and back), then the same
-        for the ``more_`` lists.  Returns the outputs' arrays after the kernel."""
-        torch = self.torch
-        fn = self.function(kname)
-        if shared:
-            self._check(self.cu.cuFuncSetAttribute(fn, 8, ctypes.c_int(shared)), "max dynamic shared memory")
-        args, keep, back = [], [], []
-        for group, copy_back in ((inputs, False), (outputs, True), (more_inputs, False), (more_outputs, True)):
-            for x in group:
-                if isinstance(x, np.ndarray):
-                    t = torch.from_numpy(np.ascontiguousarray(x).view(np.uint8).reshape(-1)).cuda()
-                    keep.append(t)
-                    args.append(ctypes.c_uint64(t.data_ptr()))
-                    if copy_back:
-                        back.append((t, x))
-                else:
-                    args.append(ctypes.c_int32(int(x)))
-        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
-        self._check(self.cu.cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, shared, None, params, None), kname)
-        self._check(self.cu.cuCtxSynchronize(), f"{kname} (run)")
-        return [t.cpu().numpy().view(x.dtype).reshape(x.shape) for t, x in back]
-
-
-def device_info() -> dict:
-    """GPU name, driver, CUDA, torch, triton and fastmma versions (what is there)."""
-    from . import __version__
-
-    info = {"fastmma": __version__, "python": platform.python_version(), "numpy": np.__version__}
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["cuda_runtime (torch)"] = torch.version.cuda
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            info["gpu"] = props.name
-            info["compute_capability"] = f"{props.major}.{props.minor}"
-    except ImportError:
-        pass
-    try:
-        from importlib.metadata import version
-
-        info["triton"] = version("triton")
-    except Exception:  # noqa: BLE001 - any failure means: not installed
-        info["triton"] = None
-    try:
-        info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                        capture_output=True, text=True, timeout=30).stdout.split()[0]
-        api = ctypes.c_int()
-        ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(api))
-        info["cuda (driver)"] = f"{api.value // 1000}.{api.value % 1000 // 10}"
-    except Exception:  # noqa: BLE001
-        pass
-    nvcc = find_nvcc()
-    if nvcc:
-        text = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-        info["nvcc"] = text.strip().splitlines()[-1] if text.strip() else "?"
-    return info
-
-
-def find_nvcc() -> str | None:
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    return shutil.which("nvcc") or next((str(p) for p in [Path(home) / "bin" / "nvcc"] if p.exists()), None)
+def _out(key, shape, dtype, fill):
+    return {"out": key, "shape": list(shape), "dtype": np.dtype(dtype).str, "fill": int(fill)}
 
 
 # ---------------------------------------------------------------- sections
@@ -775,8 +665,20 @@ class Section:
     def meta(self, form: Form) -> dict:
         return FAMILIES[form.family].meta(form)
 
-    def device(self, jobs: list[tuple[Form, dict]], log) -> list[dict]:
+    def plans(self, jobs: list[tuple[Form, dict]]) -> tuple[list[str], list[dict]]:
+        """The CUDA sources (kernels, compiled side by side) and a launch plan per job
+        (:mod:`fastmma.verify_device`)."""
         raise NotImplementedError
+
+    def finish(self, form: Form, out: dict) -> dict:
+        """The outputs to compare, from what a form's plan brought back."""
+        return FAMILIES[form.family].finish(form, out)
+
+    def device(self, jobs: list[tuple[Form, dict]], log) -> list[dict]:
+        """Every job's outputs on the GPU (a section may run them otherwise than by plans)."""
+        sources, plans = self.plans(jobs)
+        outs = run_plans(sources, plans, [arrays for _, arrays in jobs], log)
+        return [self.finish(form, out) for (form, _), out in zip(jobs, outs)]
 
 
 class InstructionSection(Section):
@@ -800,14 +702,11 @@ class InstructionSection(Section):
     def forms(self, full: bool) -> list[Form]:
         return [f for family in FAMILIES.values() for f in family.forms(full)]
 
-    def device(self, jobs, log) -> list[dict]:
+    def plans(self, jobs, parts: int = 8):
         forms = list({f.name: f for f, _ in jobs}.values())
-        with tempfile.TemporaryDirectory(prefix="fastmma-verify-") as work:
-            t0 = time.perf_counter()
-            cubins = build(forms, Path(work), find_nvcc())
-            log(f"built {len(forms)} kernels with nvcc in {time.perf_counter() - t0:.1f} s")
-            gpu = CudaDriver(cubins)
-            return [FAMILIES[f.family].launch(gpu, kernel_name(f), f, arrays) for f, arrays in jobs]
+        groups = [forms[i::parts] for i in range(min(parts, len(forms)))]
+        sources = ["".join(FAMILIES[f.family].kernel(kernel_name(f), f) for f in g) for g in groups]
+        return sources, [FAMILIES[f.family].plan(f, arrays) for f, arrays in jobs]
 
 
 class TritonSection(Section):
@@ -878,11 +777,37 @@ def make_inputs(section: Section, form: Form, seed: int, per_style: int) -> tupl
     return arrays, styles
 
 
-def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, forms=None) -> dict:
-    """Run every section that can run: ``{"ran": [FormResult], "skipped": {section: missing}}``.
-    ``forms`` narrows each section's forms to those whose name it holds (tests, ``--only``)."""
-    log = log or (lambda text: None)
+def prepare(section: Section, form: Form, seed: int, per_style: int) -> tuple:
+    """A form's cases and fastmma's outputs for them: ``(arrays, styles, outputs, seconds)``."""
+    t0 = time.perf_counter()
+    arrays, styles = make_inputs(section, form, seed, per_style)
+    return arrays, styles, section.reference(form, arrays), time.perf_counter() - t0
+
+
+def prepare_section(section: Section, level: str, seed: int, forms=None, jobs: int = 1, log=None) -> list:
+    """``[(form, arrays, styles, fastmma's outputs, seconds)]`` of a section's forms at a level
+    (``forms``: only those whose name holds one of these strings).  With ``jobs`` > 1 the cases
+    are drawn and computed in that many processes (numba compiles kernels in parallel there)."""
     per_style, full = LEVELS[level]
+    chosen = [f for f in section.forms(full) if forms is None or any(s in f.name for s in forms)]
+    t0 = time.perf_counter()
+    if jobs > 1 and len(chosen) > 1:
+        import multiprocessing
+
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            prepared = list(pool.map(prepare, [section] * len(chosen), chosen, [seed] * len(chosen),
+                                     [per_style] * len(chosen)))
+    else:
+        prepared = [prepare(section, f, seed, per_style) for f in chosen]
+    if log:
+        log(f"{section.name}: {len(chosen)} forms, {sum(len(p[1]) for p in prepared)} cases drawn and computed by "
+            f"fastmma in {time.perf_counter() - t0:.1f} s ({jobs} processes)")
+    return [(f, *p) for f, p in zip(chosen, prepared)]
+
+
+def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, forms=None, jobs: int = 1) -> dict:
+    """Run every section that can run: ``{"ran": [FormResult], "skipped": {section: missing}}``."""
+    log = log or (lambda text: None)
     ran, skipped = [], {}
     for section in SECTIONS if sections is None else sections:
         why = section.missing()
@@ -890,20 +815,53 @@ def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, fo
             skipped[section.name] = why
             log(f"{section.name}: skipped, missing {why}")
             continue
-        chosen = [f for f in section.forms(full) if forms is None or any(s in f.name for s in forms)]
+        prepared = prepare_section(section, level, seed, forms, jobs, log)
         t0 = time.perf_counter()
-        jobs = [(f, *make_inputs(section, f, seed, per_style)) for f in chosen]
-        log(f"{section.name}: {len(jobs)} forms, {sum(len(s) for *_, s in jobs)} cases drawn "
-            f"in {time.perf_counter() - t0:.1f} s")
-        t0 = time.perf_counter()
-        gpu = section.device([(f, a) for f, a, _ in jobs], log)
+        gpu = section.device([(f, arrays) for f, arrays, *_ in prepared], log)
         log(f"{section.name}: ran on the device in {time.perf_counter() - t0:.1f} s")
-        for (form, arrays, styles), out in zip(jobs, gpu):
-            t0 = time.perf_counter()
-            cpu = section.reference(form, arrays)
-            ran.append(FormResult(section.name, form, arrays, out, cpu, styles, time.perf_counter() - t0))
-        log(f"{section.name}: fastmma computed them")
+        ran += [FormResult(section.name, f, arrays, out, cpu, styles, secs)
+                for (f, arrays, styles, cpu, secs), out in zip(prepared, gpu)]
     return {"ran": ran, "skipped": skipped}
+
+
+def export(folder: Path, level: str, seed: int, forms=None, jobs: int = 1, log=None) -> int:
+    """The instruction section's battery for a GPU machine without numba: its cases, plans and
+    CUDA sources, and fastmma's outputs (``python3 fastmma/verify_device.py FOLDER FOLDER`` runs
+    it there, ``fastmma verify --import FOLDER`` reports)."""
+    section = InstructionSection()
+    prepared = prepare_section(section, level, seed, forms, jobs, log)
+    sources, plans = section.plans([(f, arrays) for f, arrays, *_ in prepared])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "plans.json").write_text(json.dumps({"sources": sources, "plans": plans}))
+    (folder / "battery.json").write_text(json.dumps({"level": level, "seed": seed, "forms": [f.name for f, *_ in prepared],
+                                                     "styles": [p[2] for p in prepared], "seconds": [p[4] for p in prepared]}))
+    np.savez_compressed(folder / "inputs.npz", **{f"{i}.{k}": v for i, p in enumerate(prepared) for k, v in p[1].items()})
+    np.savez_compressed(folder / "fastmma.npz", **{f"{i}.{k}": v for i, p in enumerate(prepared) for k, v in p[3].items()})
+    return len(prepared)
+
+
+def _numbered(path: Path, count: int) -> list[dict]:
+    with np.load(path) as data:
+        out = [{} for _ in range(count)]
+        for key in data.files:
+            i, name = key.split(".", 1)
+            out[int(i)][name] = data[key]
+    return out
+
+
+def import_results(folder: Path) -> tuple[dict, dict, str, int]:
+    """``(battery result, device environment, level, seed)`` of an exported battery that the
+    device half has run (its ``outputs.npz`` and ``device.json`` in ``folder``)."""
+    section = InstructionSection()
+    info = json.loads((folder / "battery.json").read_text())
+    by_name = {f.name: f for f in section.forms(True) + section.forms(False)}
+    n = len(info["forms"])
+    arrays, cpu = _numbered(folder / "inputs.npz", n), _numbered(folder / "fastmma.npz", n)
+    gpu = _numbered(folder / "outputs.npz", n)
+    ran = [FormResult(section.name, by_name[name], arrays[i], section.finish(by_name[name], gpu[i]), cpu[i],
+                      info["styles"][i], info["seconds"][i]) for i, name in enumerate(info["forms"])]
+    env = json.loads((folder / "device.json").read_text())
+    return {"ran": ran, "skipped": {}}, env, info["level"], info["seed"]
 
 
 # ---------------------------------------------------------------- report and failure files
@@ -998,21 +956,32 @@ def render(rep: dict) -> str:
 
 def main(args, sections=None, out=None) -> int:
     """``fastmma verify``: 0 when every output matches, 1 on any mismatch, 2 when no section can run."""
+    from . import __version__
+
     out = out or sys.stdout
     sections = SECTIONS if sections is None else sections
-    missing = {s.name: s.missing() for s in sections}
-    if all(missing.values()):
-        print("fastmma verify: cannot run: missing " + "; ".join(f"{why} ({name})" for name, why in missing.items()),
-              file=sys.stderr)
-        return 2
     level = "full" if args.full else "quick"
     t0 = time.perf_counter()
-    env = device_info()
-    env["date_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     log = (lambda text: print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True))
-    result = run_battery(level, args.seed, sections, log, forms=args.only)
+    if args.export:
+        count = export(Path(args.export), level, args.seed, args.only, args.jobs, log)
+        print(f"{count} forms exported to {args.export}; on the GPU machine: python3 fastmma/verify_device.py "
+              f"{args.export} {args.export}; then here: fastmma verify --import {args.export}", file=out)
+        return 0
+    if args.import_:
+        result, env, level, seed = import_results(Path(args.import_))
+        env["host_of_fastmma"] = platform.node() or "?"
+    else:
+        missing = {s.name: s.missing() for s in sections}
+        if all(missing.values()):
+            print("fastmma verify: cannot run: missing " + "; ".join(f"{why} ({name})" for name, why in missing.items()),
+                  file=sys.stderr)
+            return 2
+        env, seed = device_info(), args.seed
+        result = run_battery(level, seed, sections, log, forms=args.only, jobs=args.jobs)
+    env = dict(env, fastmma=__version__, date_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     failures = Path(args.failures or str(Path(args.report or "fastmma-verify").with_suffix("")) + "-failures")
-    rep = report(result, env, level, args.seed, failures, sections)
+    rep = report(result, env, level, seed, failures, sections)
     rep["seconds"] = round(time.perf_counter() - t0, 1)
     text = render(rep) + f"\n({rep['seconds']} s)"
     print(text, file=out)
@@ -1032,4 +1001,9 @@ def add_parser(sub) -> None:
     p.add_argument("--report", metavar="FILE", help="also write the report to FILE.txt and FILE.json")
     p.add_argument("--failures", metavar="DIR", help="folder for the failing cases (default: next to the report)")
     p.add_argument("--only", nargs="+", metavar="TEXT", help="only the forms whose name contains one of these")
+    p.add_argument("--export", metavar="DIR", help="draw the cases, compute them with fastmma and write them with the "
+                   "kernels' sources to DIR, for a GPU machine without numba (fastmma/verify_device.py runs them)")
+    p.add_argument("--import", dest="import_", metavar="DIR", help="report on DIR, exported and run by the device half")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="processes that draw the cases and compute them with fastmma (default: one a core)")
     p.set_defaults(func=main)

@@ -50,7 +50,7 @@ def wrong(form, arrays):
 
 def args(tmp_path, **kw):
     return argparse.Namespace(quick=True, full=False, seed=kw.get("seed", 5), report=str(tmp_path / "rep"),
-                              failures=None, only=None)
+                              failures=None, only=None, jobs=1, export=None, import_=None)
 
 
 def test_bit_style_reaches_specials_and_subnormals():
