@@ -20,16 +20,13 @@ binades, and cancellation (C the negated product, a unit in the last place off i
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
+import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +39,8 @@ from .isa import parse
 from .layout.descriptor import MatrixDescriptor
 from .layout.mma_fragments import fragment_layout as mma_fragment_layout
 from .layout.wmma_memory import fragment_registers
-from .verify_device import device_info, find_nvcc, run_plans
+from .verify_device import device_info, find_nvcc, run_jobs
+from .verify_device import elements as device_elements
 
 #: style -> (FORMAT ``mode`` label, legend)
 STYLES = {
@@ -67,80 +65,39 @@ class Form:
 # ---------------------------------------------------------------- element data
 
 
+def format_fields(t: str) -> dict:
+    """The fields of a type that :func:`fastmma.verify_device.elements` draws by."""
+    f = get_format(t)
+    return {"name": t, "bits": f.bits, "kind": f.kind, "exp_bits": f.exp_bits, "man_bits": f.man_bits, "bias": f.bias,
+            "ieee_specials": f.ieee_specials, "ignored_low_bits": f.ignored_low_bits, "storage": f.storage.str}
+
+
 def elements(rng, t: str, count: int, style: str, role: str = "ab") -> np.ndarray:
-    """``count`` elements of type ``t`` of a data style as raw bytes (``uint8``): ``role``
-    "ab" for an operand, "c" for the accumulator (wider exponents, integers near the s32
-    limits).  Sub-byte types (s4, u4, b1) are random bits in every style."""
-    fmt = get_format(t)
-    nbytes = -(-count * fmt.bits // 8)
-    if fmt.bits < 8 or style == "bits":
-        raw = rng.integers(0, 256, nbytes, dtype=np.uint8)
-        if fmt.kind == "float" and style == "bits":  # uniform bits seldom hit an infinity or a zero
-            x = raw.view(fmt.storage)
-            pick = rng.random(count) < 0.05
-            x[pick] = rng.choice(specials(fmt), int(pick.sum()))
-        return raw
-    if fmt.kind in ("int", "uint"):
-        return _integers(rng, fmt, count, style, role).view(np.uint8)
-    return _floats(rng, fmt, count, style, role).view(np.uint8)
+    """``count`` elements of type ``t`` in a data style, as raw bytes (:func:`fastmma.verify_device.elements`)."""
+    return device_elements(rng, format_fields(t), count, style, role)
 
 
-def specials(fmt) -> np.ndarray:
-    """Zeros, infinities (or e4m3's NaN), NaNs, the largest finite and the smallest subnormal."""
-    low, top = fmt.ignored_low_bits, fmt.exp_bits + fmt.man_bits
-    exp_ones = ((1 << fmt.exp_bits) - 1) << fmt.man_bits
-    man_ones = (1 << fmt.man_bits) - 1
-    pats = [0, exp_ones, exp_ones | (1 << (fmt.man_bits - 1)), exp_ones | 1, 1, exp_ones - (1 << fmt.man_bits) | man_ones]
-    if not fmt.ieee_specials:  # e4m3: all ones is NaN, one below it the largest finite
-        pats = [0, exp_ones | man_ones, exp_ones | (man_ones - 1), 1]
-    pats = [p << low for p in pats]
-    return np.array(pats + [p | (1 << (top + low)) for p in pats], np.uint64).astype(fmt.storage)
+def drawn(seed: list, t: str, shape: tuple, style: str, role: str = "ab", dtype=np.uint32) -> dict:
+    """The recipe of an array ``dtype[shape]`` of elements of ``t`` (:func:`fastmma.verify_device.make_array`)."""
+    return {"random": [int(x) for x in seed], "format": format_fields(t), "style": style, "role": role,
+            "shape": [int(x) for x in shape], "dtype": np.dtype(dtype).str}
 
 
-def _integers(rng, fmt, count, style, role):
-    lo, hi = (-(1 << (fmt.bits - 1)), (1 << (fmt.bits - 1)) - 1) if fmt.kind == "int" else (0, (1 << fmt.bits) - 1)
-    if style == "spread" and role == "c":
-        base = rng.choice([lo, hi], count)
-        v = base - np.sign(base) * rng.integers(0, 1 << 20, count)
-    elif style == "spread":
-        v = rng.choice([lo, hi, lo + 1, hi - 1, 0], count)
-    else:
-        v = rng.integers(lo, hi + 1, count)
-    return (np.asarray(v, np.int64) & ((1 << fmt.bits) - 1)).astype(fmt.storage)
+def literal(values, dtype) -> dict:
+    return {"value": np.asarray(values).tolist(), "dtype": np.dtype(dtype).str}
 
 
-def _floats(rng, fmt, count, style, role):
-    """Normal numbers: exponents within +-3 binades (cancellation's operands) or spread."""
-    width = 3 if style == "cancel" else (20 if role == "c" else 10)
-    emax = (1 << fmt.exp_bits) - 1 - fmt.bias - (0 if not fmt.ieee_specials else 1)
-    e = rng.integers(max(-width, 1 - fmt.bias), min(width, emax) + 1, count)
-    m = rng.integers(0, 1 << fmt.man_bits, count, dtype=np.uint64)
-    if not fmt.ieee_specials:  # e4m3: exponent field and mantissa all ones is NaN
-        m = np.where(e == emax, np.minimum(m, (1 << fmt.man_bits) - 2), m).astype(np.uint64)
-    s = rng.integers(0, 2, count).astype(np.uint64)
-    low = fmt.ignored_low_bits
-    word = ((s << np.uint64(fmt.exp_bits + fmt.man_bits)) | ((e + fmt.bias).astype(np.uint64) << np.uint64(fmt.man_bits))
-            | m) << np.uint64(low)
-    word |= rng.integers(0, 1 << low, count, dtype=np.uint64) if low else np.uint64(0)  # tf32: ignored bits random
-    return word.astype(fmt.storage)
+def chosen(seed: list, values: list, count: int, dtype) -> dict:
+    """The recipe of ``count`` values drawn from ``values``."""
+    return {"choice": [int(v) for v in values], "random": [int(x) for x in seed], "shape": [count],
+            "dtype": np.dtype(dtype).str}
 
 
-def words(rng, t: str, shape: tuple, style: str, role: str = "ab") -> np.ndarray:
-    """Registers ``uint32[shape]`` holding elements of ``t`` packed low bits first."""
-    return elements(rng, t, int(np.prod(shape)) * 32 // get_format(t).bits, style, role).view(np.uint32).reshape(shape)
-
-
-def negated(d: np.ndarray, dtype: str, rng) -> np.ndarray:
-    """Registers of ``-d`` (``dtype``: the accumulator's type), in about half the elements a
-    unit in the last place off (integers: up to 2 off), for the cancellation style."""
-    if dtype == "s32":
-        off = (rng.random(d.shape) < 0.5) * rng.integers(-2, 3, d.shape)
-        return (-(d.view(np.int32).astype(np.int64)) + off).astype(np.uint32)
-    high = np.arange(d.shape[-1]) % 2 == 1  # f64: two words an element, the sign in the high one
-    sign, ulp = {"f32": (0x80000000, 1), "f16": (0x80008000, 0x00010001),
-                 "f64": (np.where(high, 0x80000000, 0), np.where(high, 0, 1))}[dtype]
-    ulp = np.asarray(ulp, np.uint32) & rng.integers(0, 1 << 32, d.shape, dtype=np.uint64).astype(np.uint32)
-    return d ^ np.asarray(sign, np.uint32) ^ ulp
+def cancel_spec(seed: list, t: str, source: str, target: str, zero=(), layouts=None) -> dict:
+    spec = {"from": source, "to": target, "zero": list(zero), "format": format_fields(t), "seed": [int(x) for x in seed]}
+    if layouts:
+        spec["layouts"] = list(layouts)
+    return spec
 
 
 # ---------------------------------------------------------------- mma.sync
@@ -248,13 +205,14 @@ class MmaFamily:
         forms = [mma_form(*f) for f in mma_forms()]
         return forms if full else forms[::5]
 
-    def cases(self, form: Form, rng, count: int, style: str) -> dict:
+    def job(self, form: Form, seed: list, count: int, style: str) -> dict:
         T, W = form.spec["types"], form.spec["words"]
-        arrays = {f"{x}_regs": words(rng, T[x], (count, 32, W[x]), style, "c" if x == "c" else "ab") for x in "abc"}
+        inputs = {f"{x}_regs": drawn(seed + [i], T[x], (count, 32, W[x]), style, "c" if x == "c" else "ab")
+                  for i, x in enumerate("abc")}
+        job = {"inputs": inputs, "plan": self.plan(form, count)}
         if style == "cancel" and T["c"] == T["d"]:
-            zero = dict(arrays, c_regs=np.zeros_like(arrays["c_regs"]))
-            arrays["c_regs"] = negated(self.reference(form, zero)["d_regs"], T["d"], rng)
-        return arrays
+            job["cancel"] = cancel_spec(seed + [9], T["d"], "d_regs", "c_regs", zero=["c_regs"])
+        return job
 
     def reference(self, form: Form, arrays: dict) -> dict:
         inst = parse(form.spec["inst"])  # case by case, as fastmma.conform replays a recording
@@ -264,8 +222,7 @@ class MmaFamily:
     def kernel(self, kname: str, form: Form) -> str:
         return mma_kernel(kname, form)
 
-    def plan(self, form: Form, arrays: dict) -> dict:
-        n = len(arrays["a_regs"])
+    def plan(self, form: Form, n: int) -> dict:
         return {"kernel": kernel_name(form), "blocks": n, "threads": 32, "shared": 0,
                 "args": [{"in": "a_regs"}, {"in": "b_regs"}, {"in": "c_regs"},
                          _out("d_regs", (n, 32, form.spec["words"]["d"]), np.uint32, 0xDEADBEEF)]}
@@ -394,30 +351,25 @@ class WgmmaFamily:
                 forms.append(wgmma_form(n, dtype, atype, btype, k, sat, op, a_source, *signs))
         return forms
 
-    def cases(self, form: Form, rng, count: int, style: str) -> dict:
+    def job(self, form: Form, seed: list, count: int, style: str) -> dict:
+        """The image holds A's region, then B's, each as large as its 128B-swizzled layout
+        and filled with elements; each case's descriptors take a swizzle at random."""
         q, nd = form.spec["qualifiers"], form.spec["nd"]
-        imgs, a_desc, b_desc = [], [], []
-        for _ in range(count):
-            top, img_parts, descs = 0, [], []
-            for mn, t in ((64, q["atype"]), (q["n"], q["btype"])):
-                desc, span = k_major_descriptor(mn, str(rng.choice(SWIZZLES)), top)
-                descs.append(desc)
-                img_parts.append(elements(rng, t, (-(-span // 1024) * 1024) * 8 // get_format(t).bits, style))
-                top += img_parts[-1].size
-            imgs.append(np.concatenate(img_parts))
-            a_desc.append(descs[0] if q["a_source"] == "desc" else 0)
-            b_desc.append(descs[1])
-        size = max(x.size for x in imgs)
-        arrays = {"smem": np.stack([np.pad(x, (0, size - x.size)) for x in imgs]),
-                  "a_desc": np.array(a_desc, np.uint64), "b_desc": np.array(b_desc, np.uint64),
-                  "c_regs": words(rng, q["dtype"], (count, 128, nd), style, "c"),
-                  "scale_d": (rng.random(count) >= 0.125).astype(np.uint8)}
+        spans = [k_major_descriptor(mn, "128B", 0)[1] for mn in (64, q["n"])]
+        a_descs = [k_major_descriptor(64, sw, 0)[0] for sw in SWIZZLES] if q["a_source"] == "desc" else [0]
+        b_descs = [k_major_descriptor(q["n"], sw, spans[0])[0] for sw in SWIZZLES]
+        inputs = {"smem": {"concat": [drawn(seed + [1], q["atype"], (count, spans[0]), style, dtype=np.uint8),
+                                      drawn(seed + [2], q["btype"], (count, spans[1]), style, dtype=np.uint8)]},
+                  "a_desc": chosen(seed + [5], a_descs, count, np.uint64),
+                  "b_desc": chosen(seed + [6], b_descs, count, np.uint64),
+                  "c_regs": drawn(seed + [3], q["dtype"], (count, 128, nd), style, "c"),
+                  "scale_d": chosen(seed + [7], [0] + [1] * 7, count, np.uint8)}
         if q["a_source"] == "reg":
-            arrays["a_regs"] = words(rng, q["atype"], (count, 128, 4), style)
+            inputs["a_regs"] = drawn(seed + [4], q["atype"], (count, 128, 4), style)
+        job = {"inputs": inputs, "plan": self.plan(form, count, spans[0] + spans[1], q["a_source"] == "reg")}
         if style == "cancel":
-            d0 = self.reference(form, dict(arrays, scale_d=np.zeros(count, np.uint8)))["d_regs"]
-            arrays["c_regs"], arrays["scale_d"] = negated(d0, q["dtype"], rng), np.ones(count, np.uint8)
-        return arrays
+            job["cancel"] = cancel_spec(seed + [9], q["dtype"], "d_regs", "c_regs", zero=["c_regs"])
+        return job
 
     def reference(self, form: Form, arrays: dict) -> dict:
         inst = parse(_wgmma_text(form))  # case by case, as fastmma.conform replays a recording
@@ -431,9 +383,8 @@ class WgmmaFamily:
     def kernel(self, kname: str, form: Form) -> str:
         return wgmma_kernel(kname, form)
 
-    def plan(self, form: Form, arrays: dict) -> dict:
-        n, size = arrays["smem"].shape
-        a_regs = {"in": "a_regs"} if "a_regs" in arrays else _out("no_a_regs", (n, 128, 4), np.uint32, 0)
+    def plan(self, form: Form, n: int, size: int, a_regs: bool) -> dict:
+        a_regs = {"in": "a_regs"} if a_regs else _out("no_a_regs", (n, 128, 4), np.uint32, 0)
         return {"kernel": kernel_name(form), "blocks": n, "threads": 128, "shared": int(size),
                 "args": [{"in": "smem"}, {"int": int(size)}, {"in": "a_desc"}, {"in": "b_desc"}, a_regs,
                          {"in": "c_regs"}, _out("d_regs", (n, 128, form.spec["nd"]), np.uint32, 0xDEADBEEF),
@@ -569,25 +520,16 @@ class WmmaFamily:
         forms = [wmma_form(*f) for f in wmma_forms()]
         return forms if full else forms[::4]
 
-    def cases(self, form: Form, rng, count: int, style: str) -> dict:
-        T = form.spec["types"]
-        arrays = {}
-        for x in "abc":
-            size = _mem_bytes(form, x)
-            count_x = size * 8 // get_format(T[x]).bits
-            arrays[f"{x}_mem"] = elements(rng, T[x], count * count_x, style, "c" if x == "c" else "ab").reshape(count, size)
-        for x in "abcd":
-            arrays[f"ld{x}"] = np.full(count, form.spec["lds"][x], np.int32)
+    def job(self, form: Form, seed: list, count: int, style: str) -> dict:
+        T, q = form.spec["types"], form.spec["qualifiers"]
+        inputs = {f"{x}_mem": drawn(seed + [i], T[x], (count, _mem_bytes(form, x)), style, "c" if x == "c" else "ab",
+                                    np.uint8) for i, x in enumerate("abc")}
+        inputs.update({f"ld{x}": literal([form.spec["lds"][x]] * count, np.int32) for x in "abcd"})
+        job = {"inputs": inputs, "plan": self.plan(form, count)}
         if style == "cancel" and T["c"] == T["d"]:
-            texts = form.spec["texts"]
-            zero = dict(arrays, c_mem=np.zeros_like(arrays["c_mem"]))
-            d0 = self.reference(form, zero)["d_frag"]
-            mem = np.zeros_like(arrays["c_mem"])
-            c_store = texts[4].replace(f".{form.spec['qualifiers']['dlayout']}.", f".{form.spec['qualifiers']['clayout']}.", 1)
-            for i, d in enumerate(negated(d0, T["d"], rng)):
-                wmma.store(c_store, mem[i], 0, d, int(arrays["ldc"][i]))
-            arrays["c_mem"] = mem
-        return arrays
+            layouts = (q["m"], q["n"], get_format(T["d"]).bits, q["dlayout"], q["clayout"])
+            job["cancel"] = cancel_spec(seed + [9], T["d"], "d_mem", "c_mem", zero=["c_mem"], layouts=layouts)
+        return job
 
     def reference(self, form: Form, arrays: dict) -> dict:
         load_a, load_b, load_c, mma, store = (parse(t) for t in form.spec["texts"])
@@ -606,8 +548,7 @@ class WmmaFamily:
     def kernel(self, kname: str, form: Form) -> str:
         return wmma_kernel(kname, form)
 
-    def plan(self, form: Form, arrays: dict) -> dict:
-        n = len(arrays["lda"])
+    def plan(self, form: Form, n: int) -> dict:
         return {"kernel": kernel_name(form), "blocks": n, "threads": 32, "shared": 0,
                 "args": [{"in": "a_mem"}, {"in": "b_mem"}, {"in": "c_mem"},
                          _out("d_mem", (n, _mem_bytes(form, "d")), np.uint8, WMMA_PREFILL)]
@@ -640,11 +581,13 @@ def _out(key, shape, dtype, fill):
 
 
 class Section:
-    """A part of the battery.  Subclasses give ``name``, :meth:`missing` (None, or what is
-    missing in a few words), :meth:`forms` at a level, and for each form: :meth:`cases` (fresh
-    inputs in the recordings' arrays), :meth:`reference` (fastmma's outputs),
-    :meth:`outputs` (the names of the output arrays), :meth:`meta` (the recordings' meta of a
-    failure file) and :meth:`device` (every form's outputs on the GPU, in one go)."""
+    """A part of the battery.  A subclass gives ``name``, :meth:`missing` (None, or what is
+    missing, in a few words), :meth:`forms` at a level, and for each form: :meth:`jobs` (the
+    device jobs of each data style: inputs as recipes, a launch plan), :meth:`reference`
+    (fastmma's outputs for the inputs), :meth:`finish` (the outputs to compare from what the
+    device brought back) and :meth:`meta` (the recordings' meta of a failure file).  The
+    instruction section's jobs run through :mod:`fastmma.verify_device`; a section that runs
+    otherwise (whole Triton kernels, say) overrides :meth:`device`."""
     name = "?"
 
     def missing(self) -> str | None:
@@ -653,32 +596,26 @@ class Section:
     def forms(self, full: bool) -> list[Form]:
         raise NotImplementedError
 
-    def cases(self, form: Form, rng, count: int, style: str) -> dict:
-        return FAMILIES[form.family].cases(form, rng, count, style)
+    def sources(self, forms: list[Form]) -> list[str]:
+        """CUDA sources of the forms' kernels, compiled side by side."""
+        return []
+
+    def jobs(self, form: Form, seed: int, per_style: int) -> list[dict]:
+        base = [int(seed), zlib.crc32(form.name.encode())]
+        return [FAMILIES[form.family].job(form, base + [i], per_style, style) for i, style in enumerate(STYLES)]
 
     def reference(self, form: Form, arrays: dict) -> dict:
         return FAMILIES[form.family].reference(form, arrays)
 
-    def outputs(self, form: Form) -> tuple:
-        return FAMILIES[form.family].outputs
+    def finish(self, form: Form, out: dict) -> dict:
+        return FAMILIES[form.family].finish(form, out)
 
     def meta(self, form: Form) -> dict:
         return FAMILIES[form.family].meta(form)
 
-    def plans(self, jobs: list[tuple[Form, dict]]) -> tuple[list[str], list[dict]]:
-        """The CUDA sources (kernels, compiled side by side) and a launch plan per job
-        (:mod:`fastmma.verify_device`)."""
-        raise NotImplementedError
-
-    def finish(self, form: Form, out: dict) -> dict:
-        """The outputs to compare, from what a form's plan brought back."""
-        return FAMILIES[form.family].finish(form, out)
-
-    def device(self, jobs: list[tuple[Form, dict]], log) -> list[dict]:
-        """Every job's outputs on the GPU (a section may run them otherwise than by plans)."""
-        sources, plans = self.plans(jobs)
-        outs = run_plans(sources, plans, [arrays for _, arrays in jobs], log)
-        return [self.finish(form, out) for (form, _), out in zip(jobs, outs)]
+    def device(self, sources: list[str], jobs: list[dict], log) -> list[dict]:
+        """Every job's inputs and outputs (``{"inputs", "outputs"}``) from the GPU."""
+        return run_jobs(sources, jobs, log)
 
 
 class InstructionSection(Section):
@@ -702,11 +639,9 @@ class InstructionSection(Section):
     def forms(self, full: bool) -> list[Form]:
         return [f for family in FAMILIES.values() for f in family.forms(full)]
 
-    def plans(self, jobs, parts: int = 8):
-        forms = list({f.name: f for f, _ in jobs}.values())
+    def sources(self, forms, parts: int = 8):
         groups = [forms[i::parts] for i in range(min(parts, len(forms)))]
-        sources = ["".join(FAMILIES[f.family].kernel(kernel_name(f), f) for f in g) for g in groups]
-        return sources, [FAMILIES[f.family].plan(f, arrays) for f, arrays in jobs]
+        return ["".join(FAMILIES[f.family].kernel(kernel_name(f), f) for f in g) for g in groups]
 
 
 class TritonSection(Section):
@@ -733,7 +668,7 @@ SECTIONS = [InstructionSection(), TritonSection()]
 class FormResult:
     section: str
     form: Form
-    arrays: dict  # inputs, all styles one after another
+    arrays: dict  # inputs, every style's cases one after another
     gpu: dict
     cpu: dict
     styles: list  # style of each case
@@ -746,9 +681,9 @@ class FormResult:
     def differ(self) -> dict:
         """output name -> bool[cases, ...] where the GPU and fastmma differ."""
         out = {}
-        for k in self.gpu:
+        for k in self.cpu:
             g, c = np.asarray(self.gpu[k]), np.asarray(self.cpu[k])
-            out[k] = np.ones(g.shape, bool) if g.shape != c.shape else g != c
+            out[k] = np.ones(c.shape, bool) if g.shape != c.shape else g != c
         return out
 
     def failed_cases(self) -> np.ndarray:
@@ -758,51 +693,47 @@ class FormResult:
         return np.nonzero(bad)[0]
 
 
-def make_inputs(section: Section, form: Form, seed: int, per_style: int) -> tuple[dict, list]:
-    """Every style's cases of a form, concatenated; each form draws from its own stream."""
-    rng = np.random.default_rng([seed, int.from_bytes(form.name.encode()[-8:], "little")])
-    parts, styles = [], []
-    for style in STYLES:
-        parts.append(section.cases(form, rng, per_style, style))
-        styles += [style] * per_style
-    keys = parts[0].keys()
-    arrays = {}
-    for k in keys:
-        xs = [p[k] for p in parts]
-        width = max(x.shape[1] for x in xs) if xs[0].ndim == 2 and k.endswith("mem") or k == "smem" else None
-        if width:
-            xs = [np.pad(x, ((0, 0), (0, width - x.shape[1]))) for x in xs]
-        arrays[k] = np.concatenate(xs)
-    arrays["mode"] = np.array([STYLES[s][0] for s in styles], np.uint8)
-    return arrays, styles
+def joined(parts: list[dict]) -> dict:
+    return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
 
 
-def prepare(section: Section, form: Form, seed: int, per_style: int) -> tuple:
-    """A form's cases and fastmma's outputs for them: ``(arrays, styles, outputs, seconds)``."""
+def compute(section: Section, form: Form, arrays: dict) -> tuple[dict, float]:
+    """fastmma's outputs for a form's inputs, and the seconds they took."""
     t0 = time.perf_counter()
-    arrays, styles = make_inputs(section, form, seed, per_style)
-    return arrays, styles, section.reference(form, arrays), time.perf_counter() - t0
+    return section.reference(form, arrays), time.perf_counter() - t0
 
 
-def prepare_section(section: Section, level: str, seed: int, forms=None, jobs: int = 1, log=None) -> list:
-    """``[(form, arrays, styles, fastmma's outputs, seconds)]`` of a section's forms at a level
-    (``forms``: only those whose name holds one of these strings).  With ``jobs`` > 1 the cases
-    are drawn and computed in that many processes (numba compiles kernels in parallel there)."""
-    per_style, full = LEVELS[level]
-    chosen = [f for f in section.forms(full) if forms is None or any(s in f.name for s in forms)]
+def results(section: Section, forms: list[Form], per_style: int, done: list[dict], jobs: int = 1, log=None) -> list:
+    """:class:`FormResult` of each form from its jobs' inputs and outputs (a job a style, in
+    order), with fastmma's outputs computed in ``jobs`` processes (numba compiles each kernel
+    the first time, in parallel there)."""
+    grouped = [done[i * len(STYLES):(i + 1) * len(STYLES)] for i in range(len(forms))]
+    arrays = []
+    for form, parts in zip(forms, grouped):
+        a = joined([p["inputs"] for p in parts])
+        a["mode"] = np.repeat([STYLES[s][0] for s in STYLES], per_style).astype(np.uint8)
+        arrays.append(a)
     t0 = time.perf_counter()
-    if jobs > 1 and len(chosen) > 1:
+    if jobs > 1 and len(forms) > 1:
         import multiprocessing
 
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            prepared = list(pool.map(prepare, [section] * len(chosen), chosen, [seed] * len(chosen),
-                                     [per_style] * len(chosen)))
+            cpu = list(pool.map(compute, [section] * len(forms), forms, arrays))
     else:
-        prepared = [prepare(section, f, seed, per_style) for f in chosen]
+        cpu = [compute(section, f, a) for f, a in zip(forms, arrays)]
     if log:
-        log(f"{section.name}: {len(chosen)} forms, {sum(len(p[1]) for p in prepared)} cases drawn and computed by "
-            f"fastmma in {time.perf_counter() - t0:.1f} s ({jobs} processes)")
-    return [(f, *p) for f, p in zip(chosen, prepared)]
+        log(f"{section.name}: fastmma computed {len(forms)} forms in {time.perf_counter() - t0:.1f} s ({jobs} processes)")
+    styles = [s for s in STYLES for _ in range(per_style)]
+    return [FormResult(section.name, f, a, section.finish(f, joined([p["outputs"] for p in parts])), c, styles, secs)
+            for f, a, parts, (c, secs) in zip(forms, arrays, grouped, cpu)]
+
+
+def chosen_forms(section: Section, level: str, only=None) -> list[Form]:
+    return [f for f in section.forms(LEVELS[level][1]) if only is None or any(s in f.name for s in only)]
+
+
+def all_jobs(section: Section, forms: list[Form], seed: int, level: str) -> list[dict]:
+    return [job for f in forms for job in section.jobs(f, seed, LEVELS[level][0])]
 
 
 def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, forms=None, jobs: int = 1) -> dict:
@@ -815,53 +746,40 @@ def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, fo
             skipped[section.name] = why
             log(f"{section.name}: skipped, missing {why}")
             continue
-        prepared = prepare_section(section, level, seed, forms, jobs, log)
-        t0 = time.perf_counter()
-        gpu = section.device([(f, arrays) for f, arrays, *_ in prepared], log)
-        log(f"{section.name}: ran on the device in {time.perf_counter() - t0:.1f} s")
-        ran += [FormResult(section.name, f, arrays, out, cpu, styles, secs)
-                for (f, arrays, styles, cpu, secs), out in zip(prepared, gpu)]
+        chosen = chosen_forms(section, level, forms)
+        done = section.device(section.sources(chosen), all_jobs(section, chosen, seed, level), log)
+        ran += results(section, chosen, LEVELS[level][0], done, jobs, log)
     return {"ran": ran, "skipped": skipped}
 
 
-def export(folder: Path, level: str, seed: int, forms=None, jobs: int = 1, log=None) -> int:
-    """The instruction section's battery for a GPU machine without numba: its cases, plans and
-    CUDA sources, and fastmma's outputs (``python3 fastmma/verify_device.py FOLDER FOLDER`` runs
-    it there, ``fastmma verify --import FOLDER`` reports)."""
+def export(folder: Path, level: str, seed: int, forms=None) -> int:
+    """The instruction section's battery as jobs for a GPU machine without numba:
+    ``python3 fastmma/verify_device.py FOLDER FOLDER`` runs them there, ``fastmma verify
+    --import FOLDER`` computes them with fastmma and reports."""
     section = InstructionSection()
-    prepared = prepare_section(section, level, seed, forms, jobs, log)
-    sources, plans = section.plans([(f, arrays) for f, arrays, *_ in prepared])
+    chosen = chosen_forms(section, level, forms)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "plans.json").write_text(json.dumps({"sources": sources, "plans": plans}))
-    (folder / "battery.json").write_text(json.dumps({"level": level, "seed": seed, "forms": [f.name for f, *_ in prepared],
-                                                     "styles": [p[2] for p in prepared], "seconds": [p[4] for p in prepared]}))
-    np.savez_compressed(folder / "inputs.npz", **{f"{i}.{k}": v for i, p in enumerate(prepared) for k, v in p[1].items()})
-    np.savez_compressed(folder / "fastmma.npz", **{f"{i}.{k}": v for i, p in enumerate(prepared) for k, v in p[3].items()})
-    return len(prepared)
+    (folder / "jobs.json").write_text(json.dumps({
+        "level": level, "seed": seed, "forms": [f.name for f in chosen], "sources": section.sources(chosen),
+        "jobs": all_jobs(section, chosen, seed, level)}))
+    return len(chosen)
 
 
-def _numbered(path: Path, count: int) -> list[dict]:
-    with np.load(path) as data:
-        out = [{} for _ in range(count)]
-        for key in data.files:
-            i, name = key.split(".", 1)
-            out[int(i)][name] = data[key]
-    return out
-
-
-def import_results(folder: Path) -> tuple[dict, dict, str, int]:
+def import_results(folder: Path, jobs: int = 1, log=None) -> tuple[dict, dict, str, int]:
     """``(battery result, device environment, level, seed)`` of an exported battery that the
-    device half has run (its ``outputs.npz`` and ``device.json`` in ``folder``)."""
+    device half has run (``results.*.npz`` and ``device.json`` in ``folder``)."""
     section = InstructionSection()
-    info = json.loads((folder / "battery.json").read_text())
+    spec = json.loads((folder / "jobs.json").read_text())
     by_name = {f.name: f for f in section.forms(True) + section.forms(False)}
-    n = len(info["forms"])
-    arrays, cpu = _numbered(folder / "inputs.npz", n), _numbered(folder / "fastmma.npz", n)
-    gpu = _numbered(folder / "outputs.npz", n)
-    ran = [FormResult(section.name, by_name[name], arrays[i], section.finish(by_name[name], gpu[i]), cpu[i],
-                      info["styles"][i], info["seconds"][i]) for i, name in enumerate(info["forms"])]
-    env = json.loads((folder / "device.json").read_text())
-    return {"ran": ran, "skipped": {}}, env, info["level"], info["seed"]
+    done = [{"inputs": {}, "outputs": {}} for _ in spec["jobs"]]
+    for path in sorted(folder.glob("results.*.npz")):
+        with np.load(path) as data:
+            for key in data.files:
+                i, part, name = key.split(".", 2)
+                done[int(i)][part][name] = data[key]
+    forms = [by_name[name] for name in spec["forms"]]
+    ran = results(section, forms, LEVELS[spec["level"]][0], done, jobs, log)
+    return {"ran": ran, "skipped": {}}, json.loads((folder / "device.json").read_text()), spec["level"], spec["seed"]
 
 
 # ---------------------------------------------------------------- report and failure files
@@ -964,12 +882,12 @@ def main(args, sections=None, out=None) -> int:
     t0 = time.perf_counter()
     log = (lambda text: print(f"[{time.perf_counter() - t0:6.1f}s] {text}", file=sys.stderr, flush=True))
     if args.export:
-        count = export(Path(args.export), level, args.seed, args.only, args.jobs, log)
+        count = export(Path(args.export), level, args.seed, args.only)
         print(f"{count} forms exported to {args.export}; on the GPU machine: python3 fastmma/verify_device.py "
               f"{args.export} {args.export}; then here: fastmma verify --import {args.export}", file=out)
         return 0
     if args.import_:
-        result, env, level, seed = import_results(Path(args.import_))
+        result, env, level, seed = import_results(Path(args.import_), args.jobs, log)
         env["host_of_fastmma"] = platform.node() or "?"
     else:
         missing = {s.name: s.missing() for s in sections}
@@ -1001,8 +919,8 @@ def add_parser(sub) -> None:
     p.add_argument("--report", metavar="FILE", help="also write the report to FILE.txt and FILE.json")
     p.add_argument("--failures", metavar="DIR", help="folder for the failing cases (default: next to the report)")
     p.add_argument("--only", nargs="+", metavar="TEXT", help="only the forms whose name contains one of these")
-    p.add_argument("--export", metavar="DIR", help="draw the cases, compute them with fastmma and write them with the "
-                   "kernels' sources to DIR, for a GPU machine without numba (fastmma/verify_device.py runs them)")
+    p.add_argument("--export", metavar="DIR", help="write the battery's jobs and kernels' sources to DIR, for a GPU "
+                   "machine without numba (python3 fastmma/verify_device.py DIR DIR runs them there)")
     p.add_argument("--import", dest="import_", metavar="DIR", help="report on DIR, exported and run by the device half")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes that draw the cases and compute them with fastmma (default: one a core)")

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fastmma import cli, conform, verify
+from fastmma import cli, conform, verify, verify_device
 
 #: small forms of each family (kernels the conformance tests compile anyway)
 FORMS = [verify.mma_form("m16n8k16", "f32", "f16", "f16", "f32"),
@@ -18,8 +18,8 @@ FORMS = [verify.mma_form("m16n8k16", "f32", "f16", "f16", "f32"),
          verify.wmma_form("m16n16k16", "row", "col", "col", "row", "f32", "f32", "f16")]
 
 
-class FakeSection(verify.Section):
-    """The instruction section's cases and replay, with ``gpu(form, arrays, styles)`` for the device."""
+class FakeSection(verify.InstructionSection):
+    """The instruction section's jobs, run by ``gpu(form, arrays)`` instead of a GPU."""
     name = "fake"
 
     def __init__(self, gpu):
@@ -31,20 +31,28 @@ class FakeSection(verify.Section):
     def forms(self, full):
         return FORMS
 
-    def device(self, jobs, log):
-        return [self.gpu(form, arrays) for form, arrays in jobs]
+    def device(self, sources, jobs, log):
+        everything = FORMS + verify.InstructionSection().forms(True) + verify.InstructionSection().forms(False)
+        by_kernel = {verify.kernel_name(f): f for f in everything}
+        styles = list(verify.STYLES)  # a form's jobs: one a style, in order
+        return [verify_device.run_job(job, lambda plan, arrays, s=styles[i % 3]: self.gpu(by_kernel[plan["kernel"]],
+                                                                                           arrays, s))
+                for i, job in enumerate(jobs)]
 
 
-def same(form, arrays):
-    return verify.FAMILIES[form.family].reference(form, arrays)
+def same(form, arrays, style=None):
+    out = verify.FAMILIES[form.family].reference(form, arrays)
+    if form.family == "wgmma":  # the image's shared address, as the kernel reports it
+        out["smem_base"] = np.full(len(arrays["scale_d"]), 1024, np.uint32)
+    return out
 
 
-def wrong(form, arrays):
+def wrong(form, arrays, style):
     """fastmma's outputs with the lowest bit of the first D word flipped in every spread case."""
     out = {k: v.copy() for k, v in same(form, arrays).items()}
     key = "d_frag" if form.family == "wmma" else "d_regs"
-    spread = arrays["mode"] == verify.STYLES["spread"][0]
-    out[key][spread, 0, 0] ^= np.uint32(1)
+    if style == "spread":
+        out[key][:, 0, 0] ^= np.uint32(1)
     return out
 
 
@@ -73,19 +81,32 @@ def test_spread_style_is_normal_numbers_over_many_binades(t):
 
 def test_negated_flips_the_sign_and_at_most_the_last_bit():
     d = np.random.default_rng(3).integers(0, 1 << 32, (4, 32, 6), dtype=np.uint64).astype(np.uint32)
-    n = verify.negated(d, "f32", np.random.default_rng(4))
+    n = verify_device.negated(d, verify.format_fields("f32"), 4)
     assert ((n ^ d) & ~np.uint32(1) == np.uint32(0x80000000)).all() and ((n ^ d) & 1).any()
-    n64 = verify.negated(d, "f64", np.random.default_rng(4))
+    n64 = verify_device.negated(d, verify.format_fields("f64"), 4)
     assert ((n64 ^ d)[..., 1::2] == np.uint32(0x80000000)).all() and ((n64 ^ d)[..., 0::2] <= 1).all()
-    s = verify.negated(d, "s32", np.random.default_rng(4)).view(np.int32).astype(np.int64)
+    n16 = verify_device.negated(d, verify.format_fields("f16"), 4)
+    assert ((n16 ^ d) & ~np.uint32(0x00010001) == np.uint32(0x80008000)).all()
+    s = verify_device.negated(d, verify.format_fields("s32"), 4).view(np.int32).astype(np.int64)
     assert (np.abs(s + d.view(np.int32)) <= 2).all()
 
 
-def test_cancellation_leaves_small_results():
-    form = FORMS[0]
-    arrays = verify.FAMILIES["mma"].cases(form, np.random.default_rng(6), 4, "cancel")
-    c = arrays["c_regs"].view(np.float32)
-    d = same(form, arrays)["d_regs"].view(np.float32)
+def test_relaid_transposes_a_column_major_image():
+    mem = np.arange(2 * 4 * 8 * 4, dtype=np.uint8).reshape(2, -1)
+    col = verify_device.relaid(mem, 4, 8, 32, "row", "col")
+    assert (verify_device.relaid(col, 4, 8, 32, "col", "row") == mem).all()
+    rows = mem.view(np.uint32).reshape(2, 4, 8)
+    assert (col.view(np.uint32).reshape(2, 8, 4) == rows.transpose(0, 2, 1)).all()
+
+
+@pytest.mark.parametrize("form", [FORMS[0], FORMS[2], FORMS[4]], ids=lambda f: f.family)
+def test_cancellation_leaves_small_results(form):
+    job = verify.FAMILIES[form.family].job(form, [1, 2, 3], 4, "cancel")
+    done = verify_device.run_job(job, lambda plan, arrays: same(form, arrays))
+    key, ckey = ("d_frag", "c_frag") if form.family == "wmma" else ("d_regs", "c_regs")
+    c = (done["outputs"][ckey] if form.family == "wmma" else done["inputs"][ckey]).view(np.float32)
+    d = done["outputs"][key].view(np.float32)
+    assert np.isfinite(c).all() and (np.abs(c) > 0).mean() > 0.9
     assert (np.abs(d) <= np.abs(c) * 2.0 ** -20).mean() > 0.9
 
 
@@ -118,11 +139,28 @@ def test_a_wrong_gpu_is_caught_and_its_cases_replay(tmp_path, capsys):
     assert conform.run([tmp_path / "rep-failures"], out=open(tmp_path / "log", "w"))[1] == per_style * len(FORMS)
 
 
+def test_export_run_elsewhere_and_import(tmp_path, capsys):
+    folder = tmp_path / "battery"
+    only = ["wgmma.m64n8k16.f32.f16.f16.adesc.ta0.tb0.sa-1.sb1"]  # one form: its kernel and its inputs' recipes
+    assert cli.main(["verify", "--export", str(folder), "--only", *only, "--seed", "3"]) == 0
+    spec = json.loads((folder / "jobs.json").read_text())
+    assert spec["forms"] == only and len(spec["jobs"]) == len(verify.STYLES) and "m64n8k16.f32.f16.f16" in spec["sources"][0]
+    fake = FakeSection(wrong)
+    done = fake.device(spec["sources"], spec["jobs"], None)  # as verify_device.main on a GPU machine
+    verify_device.write_results(folder, done, {"gpu": "fake"})
+    report = tmp_path / "imported"
+    assert cli.main(["verify", "--import", str(folder), "--report", str(report), "--jobs", "1"]) == 1
+    rep = json.loads(report.with_suffix(".json").read_text())
+    assert rep["environment"]["gpu"] == "fake" and rep["forms"][0]["mismatches"] == verify.LEVELS["quick"][0]
+
+
 def test_seeds_draw_different_cases():
-    a, _ = verify.make_inputs(FakeSection(same), FORMS[0], 1, 2)
-    b, _ = verify.make_inputs(FakeSection(same), FORMS[0], 2, 2)
-    c, _ = verify.make_inputs(FakeSection(same), FORMS[0], 1, 2)
-    assert (a["a_regs"] != b["a_regs"]).any() and all((a[k] == c[k]).all() for k in a)
+    def inputs(seed):
+        return [{k: verify_device.make_array(r) for k, r in job["inputs"].items()}
+                for job in FakeSection(same).jobs(FORMS[2], seed, 2)]
+    a, b, c = inputs(1), inputs(2), inputs(1)
+    assert (a[0]["smem"] != b[0]["smem"]).any() and (a[1]["c_regs"] != a[2]["c_regs"]).any()
+    assert all((x[k] == y[k]).all() for x, y in zip(a, c) for k in x)
 
 
 def test_kernel_sources_hold_each_instruction():
