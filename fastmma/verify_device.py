@@ -295,7 +295,8 @@ def main(folder: str, out: str) -> int:
     outputs and the machine's versions to ``out`` (:func:`write_results`)."""
     spec = json.loads((Path(folder) / "jobs.json").read_text())
     done = run_jobs(spec["sources"], spec["jobs"], log=lambda text: print(text, flush=True))
-    write_results(Path(out), done, device_info())
+    if out != "-":  # "-": a timing run, nothing kept
+        write_results(Path(out), done, device_info())
     return 0
 
 
