@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from . import mma_sync, wgmma, wmma
+from .errors import FastmmaError
 from .formats import get_format
 from .isa import parse
 from .layout.descriptor import MatrixDescriptor
@@ -198,12 +199,25 @@ def _concrete(form: Form) -> str:
     return f"{form.spec['inst']} {vec['d']}, {vec['a']}, {vec['b']}, {vec['c']};"
 
 
+def spread(forms: list[Form], key: tuple, step: int) -> list[Form]:
+    """Every ``step``-th form, and the first of each combination of the qualifiers ``key``
+    that those miss: the quick battery's share of a family."""
+    seen = {tuple(f.spec["qualifiers"][k] for k in key) for f in forms[::step]}
+    out = []
+    for i, f in enumerate(forms):
+        k = tuple(f.spec["qualifiers"][q] for q in key)
+        if i % step == 0 or k not in seen:
+            out.append(f)
+            seen.add(k)
+    return out
+
+
 class MmaFamily:
     outputs = ("d_regs",)
 
     def forms(self, full: bool) -> list[Form]:
         forms = [mma_form(*f) for f in mma_forms()]
-        return forms if full else forms[::5]
+        return forms if full else spread(forms, ("atype", "btype", "dtype"), 5)
 
     def job(self, form: Form, seed: list, count: int, style: str) -> dict:
         T, W = form.spec["types"], form.spec["words"]
@@ -346,6 +360,8 @@ class WgmmaFamily:
                 turn += 1
                 if atype in ("s8", "u8", "b1") and n > 24 and n % 16:  # integer N: 8, 16, 24, then by 16s
                     n += 8
+                if atype in ("s8", "u8"):  # fastmma's table stops at 224 for .s8/.u8 (fastmma.isa.tables)
+                    n = min(n, 224)
                 a_source = "desc" if (turn + j) % 2 else "reg"
                 signs = ((1, 1), (-1, 1), (1, -1), (-1, -1))[turn % 4]
                 forms.append(wgmma_form(n, dtype, atype, btype, k, sat, op, a_source, *signs))
@@ -433,7 +449,7 @@ def wmma_forms() -> list[tuple]:
     out = []
     for i, (shape, d, c, a, r, sat, op) in enumerate(forms):
         sub = a in ("s4", "u4", "b1")  # row.col only
-        al, bl = ("row", "col") if sub else (lay[i % 2], lay[(i // 2) % 2])
+        al, bl = ("row", "col") if sub else (lay[(i + i // 4) % 2], lay[(i // 2 + i // 8) % 2])
         out.append((shape, al, bl, lay[(i // 4) % 2], lay[(i // 3) % 2], d, c, a, r, sat, op))
     return out
 
@@ -518,7 +534,7 @@ class WmmaFamily:
 
     def forms(self, full: bool) -> list[Form]:
         forms = [wmma_form(*f) for f in wmma_forms()]
-        return forms if full else forms[::4]
+        return forms if full else spread(forms, ("atype", "ctype", "dtype"), 4)
 
     def job(self, form: Form, seed: list, count: int, style: str) -> dict:
         T, q = form.spec["types"], form.spec["qualifiers"]
@@ -678,8 +694,15 @@ class FormResult:
     def cases(self) -> int:
         return len(self.styles)
 
+    @property
+    def error(self) -> str | None:
+        return self.cpu.get("error")
+
     def differ(self) -> dict:
-        """output name -> bool[cases, ...] where the GPU and fastmma differ."""
+        """output name -> bool[cases, ...] where the GPU and fastmma differ (where fastmma
+        refused the form, every output)."""
+        if self.error:
+            return {k: np.ones(np.shape(v), bool) for k, v in self.gpu.items()}
         out = {}
         for k in self.cpu:
             g, c = np.asarray(self.gpu[k]), np.asarray(self.cpu[k])
@@ -698,9 +721,14 @@ def joined(parts: list[dict]) -> dict:
 
 
 def compute(section: Section, form: Form, arrays: dict) -> tuple[dict, float]:
-    """fastmma's outputs for a form's inputs, and the seconds they took."""
+    """fastmma's outputs for a form's inputs (``{"error": text}`` where fastmma refuses them),
+    and the seconds they took."""
     t0 = time.perf_counter()
-    return section.reference(form, arrays), time.perf_counter() - t0
+    try:
+        out = section.reference(form, arrays)
+    except FastmmaError as exc:
+        out = {"error": f"{type(exc).__name__}: {exc}"}
+    return out, time.perf_counter() - t0
 
 
 def results(section: Section, forms: list[Form], per_style: int, done: list[dict], jobs: int = 1, log=None) -> list:
@@ -807,13 +835,15 @@ def form_entry(res: FormResult, failure_file: str | None) -> dict:
         ex = {"case": int(case), "style": res.styles[case],
               "inputs": {k: _hex_words(v[case]) for k, v in res.arrays.items() if k != "mode"}, "outputs": []}
         for k, d in differ.items():
-            for idx in np.argwhere(d[case])[:SHOWN_WORDS]:
+            for idx in np.argwhere(d[case])[:0 if res.error else SHOWN_WORDS]:
                 idx = tuple(int(i) for i in idx)
                 g, c = np.asarray(res.gpu[k])[case][idx], np.asarray(res.cpu[k])[case][idx]
                 w = np.asarray(g).dtype.itemsize * 2
                 ex["outputs"].append({"output": k, "index": list(idx), "gpu": f"{int(g):0{w}x}", "fastmma": f"{int(c):0{w}x}"})
         examples.append(ex)
     entry["examples"] = examples
+    if res.error:
+        entry["fastmma_error"] = res.error
     if failure_file:
         entry["failure_file"] = failure_file
     return entry
@@ -859,6 +889,8 @@ def render(rep: dict) -> str:
     for f in rep["forms"]:
         lines.append(f"{f['form']:<64} {f['cases']:>6} {f['outputs']:>9} {f['mismatches']:>10}"
                      + ("  FAIL" if f["failed_cases"] else ""))
+        if f.get("fastmma_error"):
+            lines.append(f"    fastmma refused the form: {f['fastmma_error']}")
         for ex in f["examples"]:
             lines.append(f"    case {ex['case']} ({ex['style']}):")
             lines += [f"      {k}: {v}" for k, v in ex["inputs"].items()]
