@@ -1,17 +1,18 @@
 """``fastmma verify``: fastmma against the user's own Hopper GPU, every bit compared.
 
 A *battery* is a list of sections (:class:`Section`).  Each section names what it needs
-(:meth:`Section.missing`), the forms it covers at a level (``quick``/``full``), draws fresh
-random cases for a form, computes them with fastmma (:meth:`Section.reference`) and runs them on
-the GPU (:meth:`Section.device`).  :func:`run_battery` compares every output word, and
+(:meth:`Section.missing`) and the forms it covers at a level (``quick``/``full``); for a form it
+makes one device job a data style (the inputs as seeded recipes and a launch plan,
+:mod:`fastmma.verify_device`), computes the job's inputs with fastmma
+(:meth:`Section.reference`) and :func:`report` compares every output word;
 :func:`write_failures` writes the failing cases in the recordings' format
 (tests/golden/FORMAT.md), so that ``fastmma conform`` replays them.
 
 The instruction section (:class:`InstructionSection`) issues single ``wgmma.mma_async``,
 ``mma.sync`` and ``wmma`` instructions from CUDA C kernels with the instruction as inline PTX,
 generated per form and built with ``nvcc`` for sm_90a (as tools/record/gen.py builds the
-recordings' probes), loaded and launched through the CUDA driver API (ctypes), the data
-through PyTorch.  A section for whole Triton GEMMs plugs in the same way (:data:`SECTIONS`).
+recordings' probes), launched through the CUDA driver API.  A section for whole Triton GEMMs
+plugs in the same way (:data:`SECTIONS`).  docs/verify.md describes the battery and its runs.
 
 Data styles (``meta.mode`` of a failure file, legend in its ``meta.mode_legend``): random bit
 patterns (NaN, inf and subnormals included), normal values with exponents spread over many
