@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from . import mma_sync, wgmma, wmma
-from .errors import FastmmaError
+from .errors import FastmmaError, OperandError
 from .formats import get_format
 from .isa import parse
 from .layout.descriptor import MatrixDescriptor
@@ -668,8 +668,8 @@ class TritonSection(Section):
     def missing(self) -> str | None:
         try:
             from . import triton  # noqa: F401
-        except ImportError:
-            return "fastmma.triton (not part of this fastmma)"
+        except Exception:  # noqa: BLE001 - absent, or its own needs (triton, torch) are
+            return "fastmma.triton (not part of this fastmma, or it cannot be imported here)"
         return "a Triton section (fastmma.verify has none yet)"
 
 
@@ -798,10 +798,18 @@ def import_results(folder: Path, jobs: int = 1, log=None) -> tuple[dict, dict, s
     """``(battery result, device environment, level, seed)`` of an exported battery that the
     device half has run (``results.*.npz`` and ``device.json`` in ``folder``)."""
     section = InstructionSection()
+    shards = sorted(folder.glob("results.*.npz"))
+    if not (folder / "jobs.json").exists() or not shards or not (folder / "device.json").exists():
+        raise OperandError(f"--import {folder}: needs jobs.json (fastmma verify --export) and results.*.npz and "
+                           f"device.json (python3 fastmma/verify_device.py {folder} {folder} on the GPU machine)")
     spec = json.loads((folder / "jobs.json").read_text())
     by_name = {f.name: f for f in section.forms(True) + section.forms(False)}
+    unknown = [name for name in spec["forms"] if name not in by_name]
+    if unknown:
+        raise OperandError(f"--import {folder}: forms this fastmma does not have ({', '.join(unknown[:3])}); "
+                           "export and import with the same fastmma")
     done = [{"inputs": {}, "outputs": {}} for _ in spec["jobs"]]
-    for path in sorted(folder.glob("results.*.npz")):
+    for path in shards:
         with np.load(path) as data:
             for key in data.files:
                 i, part, name = key.split(".", 2)

@@ -178,6 +178,11 @@ def test_battery_covers_every_family_and_wgmma_type():
     assert len({q["n"] for q in wg}) >= 8 and {q["a_source"] for q in wg} == {"desc", "reg"}
 
 
+def test_import_without_results_is_an_error(tmp_path, capsys):
+    assert cli.main(["verify", "--import", str(tmp_path)]) == 2
+    assert "results" in capsys.readouterr().err
+
+
 def test_no_gpu_exits_2_with_one_line(capsys):
     assert cli.main(["verify", "--quick"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
