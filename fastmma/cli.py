@@ -623,6 +623,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--non-strict", action="store_true", help="run the ISA's undefined cases instead of reporting them")
     p.add_argument("--max-steps", type=int, help="statements to run before stopping (default 2^20, as fastmma.ptx.run)")
     p.set_defaults(func=_cmd_ptx)
+
+    from .verify import add_parser as add_verify  # fastmma/verify.py: its options and command
+
+    add_verify(sub)
     return parser
 
 
