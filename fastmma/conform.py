@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import sys
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 from . import ldmatrix, mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
+from .validate import excerpt, read_npz, shorten
 from .isa import (Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma,
                   WmmaStore, parse)
 
@@ -99,12 +99,14 @@ class FileResult:
 
 def load_recording(path) -> tuple[dict, dict]:
     """``(arrays, meta)`` of one recording file."""
+    arrays = read_npz(path, f"{Path(path).name}: not a golden-vector file", ConformanceError)
+    if "meta" not in arrays:
+        raise ConformanceError(f"{Path(path).name}: array 'meta' is missing (FORMAT.md: the JSON meta as uint8)")
     try:
-        with np.load(path) as data:
-            arrays = {k: data[k] for k in data.files}
         meta = json.loads(bytes(arrays.pop("meta")).decode())
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        raise ConformanceError(f"{path}: not a golden-vector file ({type(exc).__name__}: {exc})") from exc
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ConformanceError(f"{Path(path).name}: array 'meta' is not JSON text ({type(exc).__name__}: "
+                               f"{excerpt(str(exc), 80)})") from None
     if not isinstance(meta, dict):
         raise ConformanceError(f"{path}: meta must be a JSON object, got {type(meta).__name__}")
     if meta.get("format_version") != 1:
@@ -382,7 +384,9 @@ def check_file(path, limit: int = 8) -> FileResult:
                   "movmatrix": replay_movmatrix}
         replay[family](arrays, meta, result, limit)
     except FastmmaError as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = f"{type(exc).__name__}: {shorten(str(exc))}"
+    except RecursionError:  # meta nested past what the checks can walk
+        result.error = "ConformanceError: meta nests too deeply to be a golden-vector file's"
     return result
 
 

@@ -27,6 +27,7 @@ from .formats import from_bits, get_format
 from .isa.short_form import dense_kinds, resolve
 from .kernels import execute, execute_stack, stack_run
 from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
+from .validate import public
 
 
 def resolve_instruction(instruction):
@@ -54,6 +55,7 @@ def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray
     return a, b
 
 
+@public
 def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
     """``D = A @ B + C`` with the exact numbers of a k-loop of ``instruction``.
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from ..errors import InvalidInstructionError
 from .instruction import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma
 from .parser import parse
+from ..validate import excerpt
 
 #: The dense instructions a short form is read as, in order: a shape that both wmma and mma
 #: have (``m8n8k4`` f64) is read as wmma, which computes the same numbers there.
@@ -86,4 +87,20 @@ def _resolve_text(text: str, kinds: InstructionKinds) -> Instruction:
             return parse(template.format(shape=shape, types=types))
         except InvalidInstructionError as exc:
             errors.append(f"as {template.split('.sync')[0]}: {exc}")
-    raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
+    other = _other_family(shape, types, kinds)
+    if other is not None:
+        raise InvalidInstructionError(f"{kinds.needs}; short form {excerpt(text)} reads as {other.opcode}")
+    raise InvalidInstructionError(f"'{excerpt(text)}' is not a valid short form ({'; '.join(errors)})")
+
+
+def _other_family(shape: str, types: str, kinds: InstructionKinds):
+    """The instruction a failed short form is in the other family (dense or sparse), or None:
+    a sparse shape given to a dense entry point is pointed to the sparse one, and back."""
+    types = types.removesuffix(".sp")
+    for template in SPARSE_TEMPLATES + DENSE_TEMPLATES:
+        if template not in kinds.templates:
+            try:
+                return parse(template.format(shape=shape, types=types))
+            except InvalidInstructionError:
+                continue
+    return None
