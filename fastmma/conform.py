@@ -151,6 +151,9 @@ def check_recording(arrays: dict, meta: dict) -> None:
                 continue  # its instructions' A source decides (replay_wgmma, replay_wgmma_sp)
             raise ConformanceError(f"array {name!r} is missing; a {family} file holds {', '.join(ARRAYS[family])}")
         ndims = ndims if isinstance(ndims, tuple) else (ndims,)
+        if n is not None and x.ndim in ndims and x.dtype.kind in kinds and x.shape[0] != n:
+            raise ConformanceError(f"array {name!r} holds {x.shape[0]} cases along its first axis, but array 'mode' "
+                                   f"holds {n}: each array has one entry per case")
         if x.dtype.kind not in kinds or x.ndim not in ndims or (n is not None and x.shape[0] != n):
             allowed = {"u": "unsigned", "iu": "integer", "iub": "integer or bool"}[kinds]
             raise ConformanceError(

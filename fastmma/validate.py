@@ -2,10 +2,12 @@
 
 The error contract (issue 76): a bad argument is a :class:`~fastmma.errors.FastmmaError` whose
 message names the argument, says what is allowed, and quotes at most a short, elided excerpt of
-what was given (:data:`MESSAGE_LIMIT` characters in all); an array that a call writes is written
-in place or refused before anything is written; an operand whose decoding would not fit in
-memory is refused before the allocation, with the bytes it needs.  The checks live here, below
-every module that takes user arguments, so that each entry point validates through the same code.
+what was given (:func:`excerpt`, :func:`shorten`); an array that a call writes is written in
+place or refused before anything is written (:func:`output_array`, :func:`writeback`); an operand
+whose decoding would not fit in memory is refused before the allocation, with the bytes it needs
+(:func:`decoded`); a file's array headers are checked against its bytes before any array is
+read (:func:`read_npz`).  The checks live here, below every module that takes user arguments, so
+that each entry point validates through the same code.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ import numpy as np
 
 from .errors import FastmmaError, OperandError
 
-#: the longest message an entry point lets out (longer ones are elided by :func:`public`)
-MESSAGE_LIMIT = 300
+#: a message longer than this has its quotes of the input elided to :data:`EXCERPT` characters
+#: (:func:`shorten`); a message's own words stay under it, but for the hazard rules it cites
+MESSAGE_TARGET = 300
+
+#: the longest message an entry point lets out: past it, the middle is cut
+MESSAGE_LIMIT = 600
 
 #: the longest excerpt of an argument a message quotes
 EXCERPT = 60
@@ -53,24 +59,24 @@ def _elide(text: str, limit: int) -> str:
     return f"{text[:keep]}...({len(text) - 2 * keep} chars)...{text[-keep:]}"
 
 
-def shorten(message: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``message`` with every long run of non-blank characters (an echoed input) elided, and
-    its middle cut where it is still longer than ``limit``."""
-    if len(message) <= limit:
+def shorten(message: str) -> str:
+    """``message`` with every long run of non-blank characters (an echoed input) elided, where
+    it is longer than :data:`MESSAGE_TARGET`, and its middle cut past :data:`MESSAGE_LIMIT`."""
+    if len(message) <= MESSAGE_TARGET:
         return message
     message = _LONG_WORD.sub(lambda m: _elide(m.group(0), EXCERPT), message)
-    return _elide(message, limit)
+    return _elide(message, MESSAGE_LIMIT)
 
 
 def public(func):
-    """An entry point whose :class:`FastmmaError` messages are kept within :data:`MESSAGE_LIMIT`."""
+    """An entry point whose :class:`FastmmaError` messages go through :func:`shorten`."""
     @functools.wraps(func)
     def checked(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except FastmmaError as exc:
             message = str(exc)
-            if len(message) > MESSAGE_LIMIT:
+            if len(message) > MESSAGE_TARGET:
                 exc.args = (shorten(message),)
             raise
     return checked
