@@ -468,7 +468,8 @@ def _register_value(text: str):
             try:
                 parsed = float(low)
             except ValueError:
-                raise OperandError(f"--reg {excerpt(name, 40)}: '{excerpt(value)}' is not an integer, a number or true/false") from None
+                raise OperandError(f"--reg {excerpt(name, 40)}: '{excerpt(value)}' is not an integer, a number or "
+                                   f"true/false") from None
     return name, ((typ, parsed) if typ else parsed)
 
 

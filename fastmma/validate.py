@@ -79,6 +79,9 @@ def public(func):
             if len(message) > MESSAGE_TARGET:
                 exc.args = (shorten(message),)
             raise
+        except MemoryError as exc:  # past the checks made before the work: numpy's message says how much
+            raise OperandError(f"out of memory while running {func.__qualname__}: {shorten(str(exc))}; "
+                               f"pass smaller operands") from None
     return checked
 
 
@@ -112,17 +115,27 @@ def available_memory() -> int | None:
 
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         if soft != resource.RLIM_INFINITY:
-            limits.append(soft)
+            limits.append(soft - _address_space_used())
     return min(limits) if limits else None
 
 
-def require_memory(nbytes: int, name: str, why: str) -> None:
+def _address_space_used() -> int:
+    """This process's virtual memory size in bytes (0 where /proc does not say)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+def require_memory(nbytes: int, name: str, why: str, advice: str = "pass a smaller array") -> None:
     """Refuse (before anything is allocated) a call that needs ``nbytes`` for ``why``, where
     more than this process may allocate."""
     have = available_memory()
     if have is not None and nbytes > have:
         raise OperandError(f"{name}: needs {_gib(nbytes)} of memory for {why}, more than the {_gib(have)} "
-                           f"available; pass a smaller or contiguous array")
+                           f"available; {advice}")
 
 
 def _gib(nbytes: int) -> str:
@@ -141,7 +154,8 @@ def decoded(arr: np.ndarray, name: str, itemsize: int) -> None:
         return
     shape = " x ".join(map(str, arr.shape))
     require_memory(copy_bytes(arr, itemsize), name, f"a contiguous copy of its {shape} elements (it is a "
-                   f"{'broadcast or strided view' if not arr.flags.c_contiguous else 'different dtype'})")
+                   f"{'broadcast or strided view' if not arr.flags.c_contiguous else 'different dtype'})",
+                   "pass a smaller array, or a contiguous one of the operand's dtype")
 
 
 def output_array(arr, name: str, dtype, *, what: str) -> np.ndarray:

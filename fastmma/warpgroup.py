@@ -96,7 +96,7 @@ from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaMmaAsyncSp, W
 from .layout.descriptor import MatrixDescriptor, major_from_trans, operand_footprint
 from .mma import as_instruction, scale_d_flag
 from .registers import REGISTER_DTYPES, THREADS, RegisterFile
-from .validate import excerpt, public
+from .validate import excerpt, public, require_memory
 
 DEFAULT_SMEM_BYTES = 232448
 """227 KiB: the most shared memory one CTA can use on sm_90."""
@@ -834,6 +834,8 @@ def _smem_image(smem) -> np.ndarray:
             raise OperandError(f"the shared-memory size must be positive and at most 2^32 bytes (the reach of a "
                                f"32-bit shared address), got {smem}")
         return np.zeros(int(smem), dtype=np.uint8)
+    if isinstance(smem, np.ndarray):  # copied: a broadcast view may claim more than memory holds
+        require_memory(smem.nbytes, "smem", "a private copy of the shared-memory image")
     return byte_image(smem, "smem")
 
 

@@ -92,10 +92,13 @@ def test_matrix_descriptor_decode(value):
 # ---------------------------------------------------------------- instruction text
 
 
+DIGITS = st.text("0123456789", min_size=1, max_size=6000)
+
+
 @CONTRACT
 @given(st.one_of(st.text(max_size=200), HOSTILE,
-                 st.builds(lambda d: f"wgmma.mma_async.sync.aligned.m{d}n8k16.f32.f16.f16", st.text("0123456789", min_size=1, max_size=6000)),
-                 st.builds(lambda d: f"m64n{d}k16.f32.f16.f16", st.text("0123456789", min_size=1, max_size=6000))))
+                 st.builds("wgmma.mma_async.sync.aligned.m{}n8k16.f32.f16.f16".format, DIGITS),
+                 st.builds("m64n{}k16.f32.f16.f16".format, DIGITS)))
 def test_instruction_text_to_parse_and_matmul(text):
     refused(lambda: fastmma.parse(text), given=[text])
     one = np.ones((1, 1), np.float16)

@@ -37,7 +37,7 @@ from .checker import SPECIAL_REGISTERS, Checker, Program, Variable, located, rel
 from .statements import HANDLERS
 from .syntax import Instr, RegDecl, parse_program
 from .values import PtxType, caller_values, coerce, infer_type, typed
-from ..validate import excerpt, public
+from ..validate import excerpt, public, require_memory
 
 GENERIC_SHARED_BASE = 1 << 48
 """Generic address of shared address 0 (the shared window), by default."""
@@ -386,6 +386,8 @@ def _address_arg(value, name: str) -> int:
 
 
 def _image(data, name: str, default: int | None) -> np.ndarray:
+    if isinstance(data, np.ndarray):  # copied: a broadcast view may claim more than memory holds
+        require_memory(data.nbytes, name, "a private copy of the memory image")
     return np.zeros(default, np.uint8) if data is None else byte_image(data, name)
 
 
