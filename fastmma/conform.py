@@ -382,15 +382,33 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
-        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "wgmma_sp": replay_wgmma_sp, "mma": replay_mma,
-                  "mma_sp": replay_mma_sp, "ldmatrix": replay_ldmatrix, "stmatrix": replay_stmatrix,
-                  "movmatrix": replay_movmatrix}
-        replay[family](arrays, meta, result, limit)
+        _replay(family, arrays, meta, result, limit)
     except FastmmaError as exc:
         result.error = f"{type(exc).__name__}: {shorten(str(exc))}"
     except RecursionError:  # meta nested past what the checks can walk
         result.error = "ConformanceError: meta nests too deeply to be a golden-vector file's"
     return result
+
+
+#: the array each API argument of a replay is read from, where the two names differ
+_ARG_KEYS = {"movmatrix": {"regs": "a_regs"}, "mma": {"a": "a_regs", "b": "b_regs", "c": "c_regs"},
+             "mma_sp": {"a": "a_regs", "b": "b_regs", "c": "c_regs", "e": "e_regs"},
+             "wgmma": {"d_regs": "c_regs"}, "wgmma_sp": {"d_regs": "c_regs"}}
+
+
+def _replay(family: str, arrays: dict, meta: dict, result: FileResult, limit: int) -> None:
+    """Replay a checked recording; an error about an API argument names the array it came from."""
+    try:
+        replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "wgmma_sp": replay_wgmma_sp, "mma": replay_mma,
+                  "mma_sp": replay_mma_sp, "ldmatrix": replay_ldmatrix, "stmatrix": replay_stmatrix,
+                  "movmatrix": replay_movmatrix}
+        replay[family](arrays, meta, result, limit)
+    except FastmmaError as exc:
+        argument = str(exc).split(" ", 1)[0]
+        key = _ARG_KEYS.get(family, {}).get(argument, argument if argument in ARRAYS[family] else None)
+        if key is None:
+            raise
+        raise ConformanceError(f"array {key!r}: {exc}") from exc
 
 
 def recording_files(paths) -> list[Path]:

@@ -389,6 +389,7 @@ def _header_claim(raw: bytes, shape) -> bytes:
 DAMAGE = st.one_of(
     st.tuples(st.just("claim"), st.sampled_from(["a_regs", "d_regs", "mode"]),
               st.sampled_from([(1 << 40,), (400000, 32768, 2), (16, 32, 1 << 30), (0,), (17, 32, 1)])),
+    st.tuples(st.just("shape"), st.just("a_regs"), st.sampled_from([(16, 32, 2), (16, 16, 1), (16, 32), (15, 32, 1)])),
     st.tuples(st.just("drop"), st.sampled_from(["a_regs", "d_regs", "mode", "meta"]), st.none()),
     st.tuples(st.just("garbage"), st.sampled_from(["a_regs", "d_regs", "meta"]), st.binary(max_size=64)),
     st.tuples(st.just("meta"), st.just("meta"), st.sampled_from(
@@ -413,6 +414,10 @@ def test_conform_counts_a_damaged_recording_as_failed_and_goes_on(tmp_path_facto
         member = f"{key}.npy"
         if how == "claim":
             members[member] = _header_claim(members[member], arg)
+        elif how == "shape":  # a well-formed array of the wrong shape
+            buffer = io.BytesIO()
+            np.save(buffer, np.zeros(arg, np.uint32))
+            members[member] = buffer.getvalue()
         elif how == "drop":
             del members[member]
         elif how == "garbage":
@@ -429,5 +434,5 @@ def test_conform_counts_a_damaged_recording_as_failed_and_goes_on(tmp_path_facto
     damaged = [line for line in lines if "a_damaged.npz" in line]
     assert len(damaged) == 1 and damaged[0].startswith("FAIL") and failed >= 1, damaged
     assert len(damaged[0]) <= 2 * LIMIT
-    if how in ("claim", "drop", "garbage"):
+    if how in ("claim", "shape", "drop", "garbage"):
         assert repr(key) in damaged[0] or f"array {key}" in damaged[0], damaged[0]
