@@ -440,3 +440,21 @@ def test_conform_counts_a_damaged_recording_as_failed_and_goes_on(tmp_path_facto
     assert len(damaged[0]) <= 2 * LIMIT
     if how in ("claim", "shape", "drop", "garbage"):
         assert repr(key) in damaged[0] or f"array {key}" in damaged[0], damaged[0]
+
+
+@pytest.mark.parametrize("stem", ["mma", "wgmma", "wmma", "mma.sp", "x", "wgmma_sp.m64"])
+def test_info_on_recordings_of_any_file_name(tmp_path, stem):
+    """A file name outside the recorder's scheme is a family of its own, not an IndexError."""
+    shutil.copy(MOVMATRIX, tmp_path / f"{stem}.npz")
+    status, lines = check_cli(["info", "--recordings", tmp_path])
+    assert status == 0 and not lines
+
+
+def test_info_and_conform_on_deeply_nested_meta(tmp_path):
+    members = _members(MOVMATRIX)
+    nested = ("[" * 100_000 + "]" * 100_000).encode()
+    members["meta.npy"] = _npy_bytes((len(nested),), "|u1", nested)
+    _write(tmp_path / "movmatrix.m8n8.trans.b16.npz", members)
+    assert check_cli(["info", "--recordings", tmp_path]) == (0, [])
+    status, lines = check_cli(["conform", tmp_path])
+    assert status == 1 and not lines
