@@ -203,8 +203,13 @@ def _check_options(args, sparse: bool) -> None:
         raise OperandError("--columns gives the columns of a compressed --a, for a sparse instruction (--sparse)")
     if args.seed < 0:
         raise OperandError(f"--seed must be a non-negative integer, got {args.seed}")
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        raise OperandError(f"--out: the folder of {args.out} does not exist")
+    if args.out:
+        try:
+            folder = Path(args.out).resolve().parent.is_dir()
+        except OSError:  # a name too long to look up
+            folder = False
+        if not folder:
+            raise OperandError(f"--out: the folder of {excerpt(args.out)} does not exist")
 
 
 def _check_memory(m, n, k, fa, fb, args) -> None:

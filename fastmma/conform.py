@@ -416,15 +416,19 @@ def recording_files(paths) -> list[Path]:
     directory with none is an error: a run that checks nothing must not read as a pass."""
     files = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(p.rglob("*.npz"))
+        try:
+            found = sorted(p.rglob("*.npz")) if p.is_dir() else None
+            exists = found is not None or p.exists()
+        except OSError as exc:  # a name too long, a folder that cannot be read
+            raise ConformanceError(f"{excerpt(str(p))}: cannot be read ({exc.strerror})") from None
+        if found is not None:
             if not found:
-                raise ConformanceError(f"{p}: no recordings (.npz files) in this directory or below it")
+                raise ConformanceError(f"{excerpt(str(p))}: no recordings (.npz files) in this directory or below it")
             files.extend(found)
-        elif p.exists():
+        elif exists:
             files.append(p)
         else:
-            raise ConformanceError(f"{p}: no such file or directory")
+            raise ConformanceError(f"{excerpt(str(p))}: no such file or directory")
     return files
 
 

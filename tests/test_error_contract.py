@@ -362,6 +362,13 @@ def test_ptx_regs_archive_damage_is_one_line(hostile_files, regs):
     assert status == 2 and "--regs" in lines[0] or "array r" in lines[0]
 
 
+@pytest.mark.parametrize("argv", [["conform", "9" * 5000], ["info", "--recordings", "d" * 300 + "/" + "x" * 300],
+                                  ["gemm", "--out", "d" * 300 + "/D.npy", "--size", "1"]])
+def test_paths_too_long_to_look_up_are_one_line(argv):
+    status, lines = check_cli(argv)
+    assert status == 2 and "too long" in lines[0] or "does not exist" in lines[0]
+
+
 def test_argparse_errors_are_one_line():
     for argv in ([], ["gemm", "--size", "x"], ["frobnicate"], ["gemm", "--progress", "sometimes"]):
         status, lines = check_cli(argv)

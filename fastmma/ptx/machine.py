@@ -139,6 +139,7 @@ class Machine:
 
     # ------------------------------------------------------------------ running PTX
 
+    @public
     def run(self, source: str, registers: Mapping | None = None, *, max_steps: int = MAX_STEPS) -> "Machine":
         """Execute ``source`` on this machine (after setting ``registers``); returns the machine.
 
