@@ -168,7 +168,7 @@ def output_array(arr, name: str, dtype, *, what: str) -> np.ndarray:
     if arr.dtype != dtype:
         raise OperandError(f"{name} must be a numpy array of {dtype} ({what} in place), got dtype {arr.dtype}")
     if not arr.flags.writeable:
-        raise OperandError(f"{name} is read-only, but {what} in place: pass a writable {dtype} array")
+        raise OperandError(f"{name} must be writable ({what} in place), got a read-only array")
     if any(s == 0 and n > 1 for s, n in zip(arr.strides, arr.shape)):
         raise OperandError(f"{name} is a view whose elements share memory (a zero stride), but {what} in place: "
                            f"pass an array of distinct elements")
