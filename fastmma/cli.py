@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import FastmmaError, OperandError
 from .progress import SHOW_CHOICES, as_callback, is_terminal, make_bar, while_running
+from .validate import excerpt, read_npy, read_npz, shorten
 
 DEFAULT_INSTRUCTION = "m64n256k16.f32.f16.f16"
 PROGRESS_MIN_MACS = 1 << 31  # show a bar for GEMMs of at least this many multiply-adds
@@ -36,10 +37,7 @@ def _random_operand(rng, fmt, shape):
 
 
 def _load(path, name):
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise OperandError(f"--{name}: cannot read {path} as a .npy array ({exc})") from exc
+    return read_npy(path, f"--{name}")
 
 
 def _reference(inst, A, B, C):
@@ -185,8 +183,13 @@ def _check_options(args, sparse: bool) -> None:
         raise OperandError("--columns gives the columns of a compressed --a, for a sparse instruction (--sparse)")
     if args.seed < 0:
         raise OperandError(f"--seed must be a non-negative integer, got {args.seed}")
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        raise OperandError(f"--out: the folder of {args.out} does not exist")
+    if args.out:
+        try:
+            folder = Path(args.out).resolve().parent.is_dir()
+        except OSError:  # a name too long to look up
+            folder = False
+        if not folder:
+            raise OperandError(f"--out: the folder of {excerpt(args.out)} does not exist")
 
 
 def _check_memory(m, n, k, fa, fb, args) -> None:
@@ -349,7 +352,7 @@ def _verify(root: Path, show: str) -> int:
     with make_bar("verify", total=len(files), unit="file", show=show) as bar:
         for path in files:
             res = check_file(path, limit=0)
-            tally = by_family.setdefault(_family_key(path.stem), [0, 0])
+            tally = by_family.setdefault(_family_of(path.stem), [0, 0])
             tally[0] += res.passed if res.error is None else 0
             tally[1] += res.cases
             bar.update()
@@ -358,6 +361,14 @@ def _verify(root: Path, show: str) -> int:
         ok, total = by_family[key]
         print(f"  {key:<36} {ok:>5} / {total}")
     return 0 if all(ok == total for ok, total in by_family.values()) else 1
+
+
+def _family_of(stem: str) -> str:
+    """:func:`_family_key` of a recording's file name; a name outside the recorder's scheme is its own family."""
+    try:
+        return _family_key(stem)
+    except IndexError:
+        return f"(other) {excerpt(stem, 36)}"
 
 
 def _family_key(stem: str) -> str:
@@ -476,10 +487,14 @@ def _register_value(text: str):
         try:
             parsed = int(low, 0)
         except ValueError:
+            if low.lstrip("+-").isdigit():  # an integer past Python's 4300 digits, not a float to round
+                raise OperandError(f"--reg {excerpt(name, 40)}: an integer of {len(low)} digits does not fit a "
+                                   f"register (64 bits at most)") from None
             try:
                 parsed = float(low)
             except ValueError:
-                raise OperandError(f"--reg {name}: {value!r} is not an integer, a number or true/false") from None
+                raise OperandError(f"--reg {excerpt(name, 40)}: '{excerpt(value)}' is not an integer, a number or "
+                                   f"true/false") from None
     return name, ((typ, parsed) if typ else parsed)
 
 
@@ -508,16 +523,15 @@ def _cmd_ptx(args) -> int:
 
     registers = dict(_register_value(text) for text in args.reg or ())
     if args.regs:
-        try:
-            with np.load(args.regs, allow_pickle=False) as saved:
-                registers.update({name: saved[name] for name in saved.files})
-        except (OSError, ValueError, AttributeError) as exc:
-            raise OperandError(f"--regs: cannot read {args.regs} as a .npz of arrays ({exc})") from None
+        registers.update(read_npz(args.regs, "--regs"))
     smem, global_mem = _image(args.smem, "smem"), _image(args.global_mem, "global")
     try:
         source = sys.stdin.read() if args.snippet == "-" else Path(args.snippet).read_text()
     except OSError as exc:
         raise OperandError(f"cannot read {args.snippet}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise OperandError(f"snippet: {args.snippet} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                           f"offset {exc.start}); PTX is text") from None
     steps = {} if args.max_steps is None else {"max_steps": args.max_steps}  # else ptx.run's own default
     m = ptx.run(source, registers or None, smem=smem, global_mem=global_mem,
                 strict=not args.non_strict, threads=args.threads, **steps)
@@ -551,9 +565,20 @@ def _progress_option(parser, what: str) -> None:
                         help=f"{what}; always: also into a pipe, a line at a time; never: no bar")
 
 
+class UsageError(FastmmaError):
+    """A command line that argparse refuses (reported as one line, exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one ``fastmma: error:`` line rather than a usage block."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fastmma`` command's argument parser, one subcommand per command."""
-    parser = argparse.ArgumentParser(prog="fastmma", description="Bit-exact Hopper (sm_90a) wgmma/wmma on the CPU.")
+    parser = _Parser(prog="fastmma", description="Bit-exact Hopper (sm_90a) wgmma/wmma on the CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("gemm", help="a bit-exact GEMM with a k-loop of one instruction")
@@ -634,11 +659,11 @@ def main(argv=None) -> int:
     """Run the ``fastmma`` command on ``argv`` (default ``sys.argv[1:]``) and return its exit
     status: 0, 1 where ``conform`` or ``info --verify`` finds a mismatch, 2 for a fastmma error
     (printed as one line on stderr).  Example: ``main(["explain", "m64n8k16.f32.f16.f16"])``."""
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except FastmmaError as exc:
-        message = " ".join(str(exc).split())
+        message = shorten(" ".join(str(exc).split()))
         print(f"fastmma: error: {message}", file=sys.stderr)
         return 2
     except MemoryError as exc:  # numpy's message names the array it could not allocate

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import sys
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 from . import ldmatrix, mma_sync, wgmma, wmma
 from .errors import ConformanceError, FastmmaError
 from .formats import get_format
+from .validate import excerpt, read_npz, shorten
 from .isa import (Ldmatrix, MmaSp, MmaSync, Movmatrix, Stmatrix, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaLoad, WmmaMma,
                   WmmaStore, parse)
 
@@ -105,12 +105,14 @@ class FileResult:
 
 def load_recording(path) -> tuple[dict, dict]:
     """``(arrays, meta)`` of one recording file."""
+    arrays = read_npz(path, f"{Path(path).name}: not a golden-vector file", ConformanceError)
+    if "meta" not in arrays:
+        raise ConformanceError(f"{Path(path).name}: array 'meta' is missing (FORMAT.md: the JSON meta as uint8)")
     try:
-        with np.load(path) as data:
-            arrays = {k: data[k] for k in data.files}
         meta = json.loads(bytes(arrays.pop("meta")).decode())
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        raise ConformanceError(f"{path}: not a golden-vector file ({type(exc).__name__}: {exc})") from exc
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ConformanceError(f"{Path(path).name}: array 'meta' is not JSON text ({type(exc).__name__}: "
+                               f"{excerpt(str(exc), 80)})") from None
     if not isinstance(meta, dict):
         raise ConformanceError(f"{path}: meta must be a JSON object, got {type(meta).__name__}")
     if meta.get("format_version") != 1:
@@ -155,6 +157,9 @@ def check_recording(arrays: dict, meta: dict) -> None:
                 continue  # its instructions' A source decides (replay_wgmma, replay_wgmma_sp)
             raise ConformanceError(f"array {name!r} is missing; a {family} file holds {', '.join(ARRAYS[family])}")
         ndims = ndims if isinstance(ndims, tuple) else (ndims,)
+        if n is not None and x.ndim in ndims and x.dtype.kind in kinds and x.shape[0] != n:
+            raise ConformanceError(f"array {name!r} holds {x.shape[0]} cases along its first axis, but array 'mode' "
+                                   f"holds {n}: each array has one entry per case")
         if x.dtype.kind not in kinds or x.ndim not in ndims or (n is not None and x.shape[0] != n):
             allowed = {"u": "unsigned", "iu": "integer", "iub": "integer or bool"}[kinds]
             raise ConformanceError(
@@ -385,13 +390,33 @@ def check_file(path, limit: int = 8) -> FileResult:
             raise ConformanceError(f"family {family!r:.40} is not one fastmma replays ({', '.join(FAMILIES)})")
         result.family = family
         check_recording(arrays, meta)
+        _replay(family, arrays, meta, result, limit)
+    except FastmmaError as exc:
+        result.error = f"{type(exc).__name__}: {shorten(str(exc))}"
+    except RecursionError:  # meta nested past what the checks can walk
+        result.error = "ConformanceError: meta nests too deeply to be a golden-vector file's"
+    return result
+
+
+#: the array each API argument of a replay is read from, where the two names differ
+_ARG_KEYS = {"movmatrix": {"regs": "a_regs"}, "mma": {"a": "a_regs", "b": "b_regs", "c": "c_regs"},
+             "mma_sp": {"a": "a_regs", "b": "b_regs", "c": "c_regs", "e": "e_regs"},
+             "wgmma": {"d_regs": "c_regs"}, "wgmma_sp": {"d_regs": "c_regs"}}
+
+
+def _replay(family: str, arrays: dict, meta: dict, result: FileResult, limit: int) -> None:
+    """Replay a checked recording; an error about an API argument names the array it came from."""
+    try:
         replay = {"wmma": replay_wmma, "wgmma": replay_wgmma, "wgmma_sp": replay_wgmma_sp, "mma": replay_mma,
                   "mma_sp": replay_mma_sp, "ldmatrix": replay_ldmatrix, "stmatrix": replay_stmatrix,
                   "movmatrix": replay_movmatrix}
         replay[family](arrays, meta, result, limit)
     except FastmmaError as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
-    return result
+        argument = str(exc).split(" ", 1)[0]
+        key = _ARG_KEYS.get(family, {}).get(argument, argument if argument in ARRAYS[family] else None)
+        if key is None:
+            raise
+        raise ConformanceError(f"array {key!r}: {exc}") from exc
 
 
 def recording_files(paths) -> list[Path]:
@@ -399,15 +424,19 @@ def recording_files(paths) -> list[Path]:
     directory with none is an error: a run that checks nothing must not read as a pass."""
     files = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(p.rglob("*.npz"))
+        try:
+            found = sorted(p.rglob("*.npz")) if p.is_dir() else None
+            exists = found is not None or p.exists()
+        except OSError as exc:  # a name too long, a folder that cannot be read
+            raise ConformanceError(f"{excerpt(str(p))}: cannot be read ({exc.strerror})") from None
+        if found is not None:
             if not found:
-                raise ConformanceError(f"{p}: no recordings (.npz files) in this directory or below it")
+                raise ConformanceError(f"{excerpt(str(p))}: no recordings (.npz files) in this directory or below it")
             files.extend(found)
-        elif p.exists():
+        elif exists:
             files.append(p)
         else:
-            raise ConformanceError(f"{p}: no such file or directory")
+            raise ConformanceError(f"{excerpt(str(p))}: no such file or directory")
     return files
 
 

@@ -23,10 +23,11 @@ from functools import lru_cache
 import numpy as np
 
 from .errors import OperandError
-from .formats import from_bits, get_format
+from .formats import as_numpy, from_bits, get_format
 from .isa.short_form import dense_kinds, resolve
 from .kernels import execute, execute_stack, stack_run
 from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
+from .validate import public, require_memory
 
 
 def resolve_instruction(instruction):
@@ -44,6 +45,20 @@ def resolve_instruction(instruction):
 DENSE = dense_kinds("matmul", "fastmma.matmul_sp")
 
 
+def decoding(A: np.ndarray, B: np.ndarray, C) -> None:
+    """Refuse, before anything is allocated, a GEMM whose operands the kernels could not
+    decode in this process's memory: they hold A, B (and C) and D at up to 4 bytes an element,
+    beside the contiguous copies of any strided or broadcast operand."""
+    if A.ndim < 2 or B.ndim < 2:
+        return  # stack_bits names the operand
+    batch = max(math.prod(A.shape[:-2]), math.prod(B.shape[:-2]), 1)
+    m, k, n = A.shape[-2], A.shape[-1], B.shape[-1]
+    copies = sum(x.nbytes for x in (A, B) if not x.flags.c_contiguous)
+    need = copies + 4 * batch * (m * k + k * n + 2 * m * n)
+    product = f"a {m} x {k} by {k} x {n} product" + (f" ({batch} of them)" if batch > 1 else "")
+    require_memory(need, "A and B", f"decoding {product}", "pass smaller operands")
+
+
 def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Zero-pad K up to a positive multiple of ``k`` (of one GEMM, or of a stack)."""
     kk = a.shape[-1]
@@ -54,6 +69,7 @@ def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray
     return a, b
 
 
+@public
 def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
     """``D = A @ B + C`` with the exact numbers of a k-loop of ``instruction``.
 
@@ -78,6 +94,8 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, progress=N
     """
     inst = resolve_instruction(instruction)
     checked_progress(progress)
+    A, B = as_numpy(A, "A"), as_numpy(B, "B")
+    decoding(A, B, C)
     a = stack_bits(A, inst.atype, "A")
     b = stack_bits(B, inst.btype, "B")
     m, kk = a.shape[-2:]

@@ -30,10 +30,12 @@ from .isa import Ldmatrix, Movmatrix, Stmatrix
 from .layout import register_file
 from .layout.matrix_rows import ROW_BYTES, ROWS, registers_to_rows, rows_to_registers, transpose_registers
 from .mma import as_instruction, broadcast_stacks
+from .validate import output_array, public, writeback
 
 WARP_SIZE = 32
 
 
+@public
 def ldmatrix(instruction, smem, addresses) -> np.ndarray:
     """``ldmatrix``: the registers ``uint32[..., 32, num]`` every lane receives.
 
@@ -51,6 +53,7 @@ def ldmatrix(instruction, smem, addresses) -> np.ndarray:
     return rows_to_registers(rows, inst.trans)
 
 
+@public
 def stmatrix(instruction, smem, addresses, regs) -> None:
     """``stmatrix``: the lanes' registers ``uint32[..., 32, num]`` written to ``smem`` (in place).
 
@@ -58,9 +61,7 @@ def stmatrix(instruction, smem, addresses, regs) -> None:
     of the wrong dtype or shape; nothing is written then.
     """
     inst = as_instruction(instruction, (Stmatrix,))
-    if not isinstance(smem, np.ndarray) or smem.dtype != np.uint8 or not smem.flags.writeable:
-        raise OperandError(f"smem must be a writable uint8 numpy array (stmatrix writes it in place), got "
-                           f"{type(smem).__name__}")
+    output_array(smem, "smem", np.uint8, what="stmatrix writes it")
     words = register_file(regs, WARP_SIZE, inst.num, "regs", stack=True)
     image, starts, batch = _rows(inst, smem, addresses, extra={"regs": words.shape[:-2]})
     per_warp = smem.ndim > 1
@@ -68,15 +69,16 @@ def stmatrix(instruction, smem, addresses, regs) -> None:
         raise OperandError(f"smem of shape {smem.shape} holds an image per warp, but the warps are {batch}: "
                            f"stmatrix needs one image for all or one for each")
     data = np.ascontiguousarray(registers_to_rows(np.broadcast_to(words, batch + words.shape[-2:]), inst.trans))
-    flat = smem.reshape(-1)
     bases = (np.arange(int(np.prod(batch)), dtype=np.int64).reshape(batch) * smem.shape[-1] if per_warp
              else np.zeros(batch, np.int64))
     index = (bases[..., None, None] + starts[..., None] + np.arange(ROW_BYTES)).reshape(-1)
     values = data.view(np.uint8).reshape(-1)
     last = index.size - 1 - np.unique(index[::-1], return_index=True)[1]  # each byte's last writer
-    flat[index[last]] = values[last]
+    with writeback(smem) as flat:
+        flat[index[last]] = values[last]
 
 
+@public
 def movmatrix(instruction, regs) -> np.ndarray:
     """``movmatrix``: each lane's destination register ``uint32[..., 32, 1]``, from the source
     registers ``regs`` (``uint32[..., 32, 1]``, one register file per warp of a stack) holding

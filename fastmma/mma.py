@@ -24,6 +24,7 @@ from .isa.short_form import dense_kinds, resolve, sparse_kinds
 from .kernels import execute, execute_rows, execute_stack
 from .kernels.operands import read_only
 from .layout.sparse_metadata import check_columns, check_warpgroup_columns
+from .validate import decoded, public
 
 
 MMA = dense_kinds("fastmma.mma", "fastmma.mma_sp")
@@ -44,6 +45,7 @@ def as_instruction(instruction, allowed: tuple) -> Instruction:
     return inst
 
 
+@public
 def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray:
     """D = A · B + C with the exact numerics of one ``wgmma.mma_async``, ``wmma.mma`` or ``mma.sync``.
 
@@ -83,6 +85,7 @@ def mma(instruction, A, B, C=None, *, scale_d: bool | None = None) -> np.ndarray
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
 
 
+@public
 def mma_sp(instruction, A, columns, B, C=None) -> np.ndarray:
     """D = A · B + C with the exact numerics of one ``mma.sp`` / ``mma.sp::ordered_metadata``
     (PTX ISA 9.7.14.6) or ``wgmma.mma_async.sp`` (9.7.15.6), on logical matrices; the
@@ -177,7 +180,9 @@ def stack_bits(values, fmt_name: str, name: str, shape: tuple[int, int] | None =
     if arr.ndim < 2:
         raise OperandError(f"{name} must be a 2-D matrix or a stack of matrices (..., rows, columns), got shape "
                            f"{arr.shape}; a vector is a 1 x K or K x 1 matrix")
-    return to_bits(arr, get_format(fmt_name), name)
+    fmt = get_format(fmt_name)
+    decoded(arr, name, fmt.storage.itemsize)
+    return to_bits(arr, fmt, name)
 
 
 def flat_stack(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:

@@ -32,10 +32,12 @@ from .layout.sparse_metadata import kept_columns
 from .layout.wmma_fragments import pack_fragment
 from .mma import as_instruction, broadcast_stacks, flat_stack, sparse_rows, sparse_selector
 from .wmma import PreparedWarpMma, fragment_matrices, mma_on_fragments, mma_stack_on_fragments
+from .validate import public
 
 WARP_SIZE = 32
 
 
+@public
 def mma(instruction, a, b, c) -> np.ndarray:
     """``mma.sync``: the D fragment ``uint32[32, words]`` from the A, B and C fragments.
 
@@ -49,6 +51,7 @@ def mma(instruction, a, b, c) -> np.ndarray:
     return mma_on_fragments(inst, a, b, c, fragment_layout)
 
 
+@public
 def mma_stack(instruction, a, b, c) -> np.ndarray:
     """:func:`mma` for a stack of warps in one call: ``a``, ``b`` and ``c`` are fragments
     ``uint32[..., 32, words]`` whose leading (stack) dimensions broadcast together as
@@ -112,6 +115,7 @@ def _quad_pair_mma(inst, a, b, c, *, stack: bool) -> np.ndarray:
     return d if stack else d.reshape(WARP_SIZE, d_layout.words)
 
 
+@public
 def mma_sp(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
     """``mma.sp`` / ``mma.sp::ordered_metadata``: the D fragment ``uint32[32, words]`` from the
     compressed A, the B and C fragments and the metadata register ``e`` (``uint32[32, 1]``, one
@@ -122,6 +126,7 @@ def mma_sp(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
     return _sparse_mma(as_instruction(instruction, (MmaSp,)), a, b, c, e, selector, stack=False)
 
 
+@public
 def mma_sp_stack(instruction, a, b, c, e, selector: int | None = None) -> np.ndarray:
     """:func:`mma_sp` for a stack of warps in one call: ``a``, ``b``, ``c`` and ``e`` are
     ``uint32[..., 32, words]`` (``e``: one word) whose stack dimensions broadcast together.

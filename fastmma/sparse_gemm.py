@@ -49,6 +49,7 @@ from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, fix_spread_spe
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
 from .mma import _scale_d, broadcast_stacks, checked_columns, flat_stack, scale_d_flag, stack_bits
+from .validate import public
 
 #: The B rows gathered for one call of the row kernels: about this many bytes (the rows of a
 #: block of A's rows, over a range of B's columns), so that they stay in the cores' caches.
@@ -65,6 +66,7 @@ def resolve_sparse_instruction(instruction):
     return resolve(instruction, SPARSE)
 
 
+@public
 def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None, progress=None) -> np.ndarray:
     """``D = A @ B + C`` for a structured-sparse A, with the exact numbers of a k-loop of
     ``instruction`` (``mma.sp``, ``mma.sp::ordered_metadata`` or ``wgmma.mma_async.sp``; text,

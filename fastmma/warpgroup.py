@@ -96,6 +96,7 @@ from .isa import WgmmaCommitGroup, WgmmaFence, WgmmaMmaAsync, WgmmaMmaAsyncSp, W
 from .layout.descriptor import MatrixDescriptor, major_from_trans, operand_footprint
 from .mma import as_instruction, scale_d_flag
 from .registers import REGISTER_DTYPES, THREADS, RegisterFile
+from .validate import excerpt, public, require_memory
 
 DEFAULT_SMEM_BYTES = 232448
 """227 KiB: the most shared memory one CTA can use on sm_90."""
@@ -217,6 +218,7 @@ class Warpgroup:
     :class:`~fastmma.errors.HazardError` (module docstring).
     """
 
+    @public
     def __init__(self, smem=None, *, smem_address: int = 0, strict: bool = True):
         self.strict = bool(strict)
         self.smem_address = _check_smem_address(smem_address)
@@ -233,6 +235,7 @@ class Warpgroup:
 
     # ------------------------------------------------------------------ registers
 
+    @public
     def declare(self, names, bits: int = 32) -> None:
         """Create registers (``bits`` 32, 64 or 1 for a predicate), zero in every thread.
 
@@ -244,6 +247,7 @@ class Warpgroup:
             self._check_width(name, bits)
         self._file.create(names, bits)
 
+    @public
     def write(self, names, values, *, bits: int | None = None) -> None:
         """A thread write: set register(s) ``names`` in every thread.
 
@@ -255,13 +259,17 @@ class Warpgroup:
         """
         single = isinstance(names, str)
         names = _names(names)
+        if len(set(names)) != len(names):
+            twice = next(name for i, name in enumerate(names) if name in names[:i])
+            raise OperandError(f"names: register {excerpt(twice)} is named twice; a write sets each register once")
         width = self._write_width(names, values, bits)
-        block = _columns(values, len(names), single, width)
+        block = _columns(values, names, single, width)
         self._check_thread_access(names, "written")
         self._file.create(names, width)
         self._file.set(self._file.locate(tuple(names)), block)
         self._accessed.update(dict.fromkeys(names, "written"))
 
+    @public
     def read(self, names, dtype=None) -> np.ndarray:
         """A thread read: register values, ``[128]`` for one name, ``[128, n]`` for a list.
 
@@ -274,6 +282,7 @@ class Warpgroup:
         self._accessed.update(dict.fromkeys(names_list, "read"))
         return values
 
+    @public
     def peek(self, names, dtype=None) -> np.ndarray:
         """The values :meth:`read` would return, without hazard checks or access tracking.
 
@@ -305,6 +314,7 @@ class Warpgroup:
         view.flags.writeable = False
         return view
 
+    @public
     def write_smem(self, offset: int, data) -> None:
         """Write ``data`` (bytes, or any numpy array's little-endian bytes) at image byte ``offset``.
 
@@ -319,6 +329,7 @@ class Warpgroup:
         self._smem_unfenced[start:start + raw.size] = True
         self._any_unfenced = raw.size > 0 or self._any_unfenced
 
+    @public
     def read_smem(self, offset: int, nbytes: int) -> np.ndarray:
         """A copy of ``nbytes`` image bytes from ``offset`` (``uint8``)."""
         start = self._check_smem_range(offset, nbytes, "read_smem")
@@ -337,6 +348,7 @@ class Warpgroup:
         self._fenced = True
         self._accessed.clear()
 
+    @public
     def mma_async(self, instruction, d=None, a=None, b_desc=None, scale_d=None, e=None) -> InFlight:
         """Issue ``wgmma.mma_async`` or ``wgmma.mma_async.sp``; its D registers change at the
         ``wait_group`` covering it.
@@ -379,6 +391,7 @@ class Warpgroup:
         self._next_group += 1
         return number
 
+    @public
     def wait_group(self, n: int = 0) -> None:
         """``wgmma.wait_group N``: complete the oldest groups until at most ``n`` are pending.
 
@@ -392,6 +405,7 @@ class Warpgroup:
             for record in records:
                 self._complete(record)
 
+    @public
     def execute(self, text) -> InFlight | int | None:
         """Execute one wgmma statement given as PTX text (with operands) or parsed."""
         inst = parse(text) if isinstance(text, str) else text
@@ -741,16 +755,17 @@ def _width_of_values(values, name: str) -> int:
     return 1 if arr.dtype == np.bool_ else arr.dtype.itemsize * 8
 
 
-def _columns(values, count: int, single: bool, bits: int) -> np.ndarray:
-    """``values`` for ``count`` registers as the register file stores them: ``[128, count]``,
+def _columns(values, names: list, single: bool, bits: int) -> np.ndarray:
+    """``values`` for registers ``names`` as the register file stores them: ``[128, count]``,
     or a scalar for every thread and register."""
+    count = len(names)
     arr = _coerce(values, bits)
     if arr.ndim == 0:
         return arr
     want = (THREADS,) if single else (THREADS, count)
     if arr.shape != want:
-        raise OperandError(f"values for {'one register' if single else f'{count} registers'} must be a scalar "
-                           f"or have shape {want}, got {arr.shape}")
+        which = f"register {excerpt(names[0])}" if single else f"{count} registers {excerpt(', '.join(names), 40)}"
+        raise OperandError(f"values for {which} must be a scalar or have shape {want}, got {arr.shape}")
     return arr.reshape(THREADS, count)
 
 
@@ -768,10 +783,18 @@ def _coerce(values, bits: int) -> np.ndarray:
         if arr.dtype.itemsize * 8 == bits:
             return np.array(arr, order="C").view(dtype)
         if arr.size and (int(arr.min()) < -(1 << (bits - 1)) or int(arr.max()) >= 1 << bits):
-            raise OperandError(f"values do not fit a {bits}-bit register: range [{arr.min()}, {arr.max()}]")
+            _out_of_range(bits, int(arr.min()), int(arr.max()))
         wide = arr.astype(np.int64)
         return (wide & 0xFFFFFFFF).astype(dtype) if bits == 32 else wide.view(dtype)
-    raise OperandError(f"a {bits}-bit register takes integers or {bits}-bit floats, got {arr.dtype} values")
+    if arr.dtype == object and arr.size and all(isinstance(v, int) for v in arr.flat):  # Python ints past 64 bits
+        _out_of_range(bits, min(arr.flat), max(arr.flat))
+    raise OperandError(f"values: a {bits}-bit register takes integers or {bits}-bit floats, got {arr.dtype} values")
+
+
+def _out_of_range(bits: int, low: int, high: int):
+    lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
+    raise OperandError(f"values must lie in [{lo}, {hi}] to fit a {bits}-bit register (signed or unsigned), got "
+                       f"{excerpt(low if low < lo else high)}")
 
 
 def _view(values: np.ndarray, dtype) -> np.ndarray:
@@ -816,6 +839,8 @@ def _smem_image(smem) -> np.ndarray:
             raise OperandError(f"the shared-memory size must be positive and at most 2^32 bytes (the reach of a "
                                f"32-bit shared address), got {smem}")
         return np.zeros(int(smem), dtype=np.uint8)
+    if isinstance(smem, np.ndarray):  # copied: a broadcast view may claim more than memory holds
+        require_memory(smem.nbytes, "smem", "a private copy of the shared-memory image")
     return byte_image(smem, "smem")
 
 

@@ -34,6 +34,7 @@ from .layout.index_maps import (DescriptorReader, check_image_address, checked_i
 from .layout.sparse_metadata import warpgroup_kept_columns
 from .layout.wgmma_fragments import pack_d, unpack_a, unpack_d
 from .mma import as_instruction, broadcast_stacks, kernel_call, scale_d_flag, sparse_rows, sparse_selector
+from .validate import public
 
 THREADS = 128
 
@@ -92,6 +93,7 @@ def _u64(desc, name):
     return desc
 
 
+@public
 def mma_async(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=None, scale_d: bool = True,
               image_address: int = 0) -> np.ndarray:
     """Execute one ``wgmma.mma_async`` and return the new accumulator registers.
@@ -197,6 +199,7 @@ class PreparedWgmma:
 STACK_CHUNK_BYTES = 1 << 20
 
 
+@public
 def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=None, scale_d=True,
                     image_address=0) -> np.ndarray:
     """:func:`mma_async` for a stack of warpgroups (a simulator's, gathered) in one call:
@@ -229,6 +232,7 @@ def mma_async_stack(instruction, d_regs, *, b_desc, smem, a_desc=None, a_regs=No
     return out.reshape(st.batch + (THREADS, inst.d_regs))
 
 
+@public
 def mma_async_sp(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None, a_regs=None, scale_d: bool = True,
                  selector: int | None = None, image_address: int = 0) -> np.ndarray:
     """Execute one ``wgmma.mma_async.sp`` (PTX ISA 9.7.15.6) and return the new accumulator
@@ -245,6 +249,7 @@ def mma_async_sp(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None, a_re
                               a_regs=a_regs, scale_d=scale_d, selector=selector, image_address=image_address)
 
 
+@public
 def mma_async_sp_stack(instruction, d_regs, *, e_regs, b_desc, smem, a_desc=None, a_regs=None, scale_d=True,
                        selector: int | None = None, image_address=0) -> np.ndarray:
     """:func:`mma_async_sp` for a stack of warpgroups in one call, the stack dimensions of

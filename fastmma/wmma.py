@@ -34,6 +34,7 @@ from .layout.index_maps import checked_registers, fragment_gather, fragment_scat
 from .layout.wmma_fragments import fragment_layout, pack_fragment, unpack_fragment
 from .layout.wmma_memory import load_wmma_matrix, store_wmma_matrix
 from .mma import as_instruction, broadcast_stacks, flat_stack, kernel_call
+from .validate import output_array, public
 
 WARP_SIZE = 32
 
@@ -54,6 +55,7 @@ def fragment(values, inst_words: int, name: str) -> np.ndarray:
     return register_file(values, WARP_SIZE, inst_words, name)
 
 
+@public
 def load(instruction, mem, offset: int = 0, stride: int | None = None, *,
          isa_strict: bool = False) -> np.ndarray:
     """``wmma.load.{a,b,c}``: the fragment registers ``uint32[32, words]`` every lane holds.
@@ -73,6 +75,7 @@ def load(instruction, mem, offset: int = 0, stride: int | None = None, *,
     return pack_fragment(bits, fragment_layout(inst.matrix, shape, inst.type, inst.layout))
 
 
+@public
 def load_stack(instruction, mem, offset, stride=None, *, isa_strict: bool = False) -> np.ndarray:
     """:func:`load` for a stack of warps (a simulator's, gathered) in one call: ``offset``
     and ``stride`` are integers or integer arrays (one per warp), ``mem`` one image that
@@ -90,6 +93,7 @@ def load_stack(instruction, mem, offset, stride=None, *, isa_strict: bool = Fals
     return pack_fragment(bits, layout)
 
 
+@public
 def mma(instruction, a, b, c) -> np.ndarray:
     """``wmma.mma``: D fragment ``uint32[32, words]`` from the A, B and C fragments.
 
@@ -99,6 +103,7 @@ def mma(instruction, a, b, c) -> np.ndarray:
     return mma_on_fragments(as_instruction(instruction, (WmmaMma,)), a, b, c, fragment_layout)
 
 
+@public
 def mma_stack(instruction, a, b, c) -> np.ndarray:
     """:func:`mma` for a stack of warps (a simulator's, gathered) in one call: ``a``, ``b``
     and ``c`` are fragments ``uint32[..., 32, words]`` whose leading (stack) dimensions
@@ -192,6 +197,7 @@ def fragment_matrices(inst, a, b, c, layout_of, *, stack: bool) -> dict:
     return mats
 
 
+@public
 def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_strict: bool = False) -> None:
     """``wmma.store.d``: write the D fragment to ``mem`` (in place) at byte ``offset``.
 
@@ -203,10 +209,12 @@ def store(instruction, mem, offset: int, d, stride: int | None = None, *, isa_st
     inst = as_instruction(instruction, (WmmaStore,))
     shape = str(inst.shape)
     layout = fragment_layout("d", shape, inst.type, inst.layout)
+    output_array(mem, "mem", np.uint8, what="wmma.store writes it")
     bits = unpack_fragment(fragment(d, layout.words, "d"), layout)
     store_wmma_matrix(mem, offset, bits, shape, inst.type, inst.layout, _stride(stride), isa_strict=isa_strict)
 
 
+@public
 def store_stack(instruction, mem, offset, d, stride=None, *, isa_strict: bool = False) -> None:
     """:func:`store` for a stack of warps in one call: ``d`` is ``uint32[..., 32, words]``,
     and ``offset``, ``stride`` and ``mem`` are as :func:`load_stack` takes them (``mem`` is
@@ -221,5 +229,6 @@ def store_stack(instruction, mem, offset, d, stride=None, *, isa_strict: bool = 
     inst = as_instruction(instruction, (WmmaStore,))
     shape = str(inst.shape)
     layout = fragment_layout("d", shape, inst.type, inst.layout)
+    output_array(mem, "mem", np.uint8, what="wmma.store writes it")
     bits = unpack_fragment(register_file(d, WARP_SIZE, layout.words, "d", stack=True), layout)
     store_wmma_matrix(mem, offset, bits, shape, inst.type, inst.layout, stride, isa_strict=isa_strict, stack=True)

@@ -266,7 +266,8 @@ _REG_OPS = st.lists(st.tuples(st.sampled_from(["declare", "write", "write_inferr
 def test_warpgroup_registers_against_a_dict(ops):
     """Random declares, writes and reads (names repeated, widths mixed, registers created in
     any order) on a Warpgroup's register file and on a plain dict of per-register arrays:
-    the same values come back, and the same operations fail, changing nothing."""
+    the same values come back, and the same operations fail, changing nothing (a write that
+    names a register twice among them)."""
     wg = fastmma.Warpgroup(64)
     model = {}  # name -> (bits, values[128])
     dtypes = {1: np.bool_, 32: np.uint32, 64: np.uint64}
@@ -279,6 +280,10 @@ def test_warpgroup_registers_against_a_dict(ops):
                     wg.read(names)
             else:
                 np.testing.assert_array_equal(wg.read(names), np.stack([model[n][1] for n in names], axis=1))
+            continue
+        if op.startswith("write") and len(set(names)) < len(names):  # a write sets a register once (issue 76)
+            with pytest.raises(OperandError, match="named twice"):
+                wg.write(names, np.zeros((128, len(names)), dtypes[bits]), bits=bits)
             continue
         if op == "write_inferred" and len(known) == 1:
             bits = known.pop()  # without bits=, the values take the registers' own width

@@ -1184,8 +1184,9 @@ def test_register_values_from_the_caller():
 @pytest.mark.parametrize("regs,match", [
     ({"x": 5}, "declare it"),
     ({"f": np.zeros(7, np.float32)}, "shape"),
-    ({"r": 1 << 40}, "fit in 32 bits"),
-    ({"r": 1.5j}, "cannot hold"),
+    ({"r": 1 << 40}, r"must lie in \[-2147483648, 4294967295\] \(32 bits"),
+    ({"r": 1 << 80}, r"must lie in \[-2147483648, 4294967295\] \(32 bits"),
+    ({"r": 1.5j}, "takes integers .*, got complex128"),
     ({"bad name": np.uint32(1)}, "not a register name"),
 ])
 def test_bad_register_values(regs, match):

@@ -89,13 +89,18 @@ def test_fastmma_mma_short_form_on_a_warpgroup():
 
 @pytest.mark.parametrize("call,needle", [
     (lambda: fastmma.mma("m64n8k32.f32.f16.f16", np.ones((64, 32), np.float16), np.ones((32, 8), np.float16)),
-     "'m64n8k32.f32.f16.f16' is not a valid short form"),
+     r"fastmma.mma needs a dense mma instruction .*fastmma.mma_sp takes .*; short form m64n8k32.f32.f16.f16 reads "
+     r"as wgmma.mma_async.sp"),
+    (lambda: fastmma.mma("m64n8k33.f32.f16.f16", np.ones((64, 33), np.float16), np.ones((33, 8), np.float16)),
+     "'m64n8k33.f32.f16.f16' is not a valid short form"),
     (lambda: fastmma.mma("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", None, None),
      r"fastmma.mma needs a dense mma instruction .*fastmma.mma_sp takes mma.sp"),
     (lambda: fastmma.mma(parse("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"), None, None),
      r"fastmma.mma needs a dense mma instruction .*, got mma.sp"),
     (lambda: fastmma.mma_sp("m64n8k16.f32.f16.f16", None, None, None),
-     r"'m64n8k16.f32.f16.f16' is not a valid short form \(as wgmma.mma_async.sp: "),
+     r"fastmma.mma_sp needs a sparse instruction .*; short form m64n8k16.f32.f16.f16 reads as wgmma.mma_async"),
+    (lambda: fastmma.mma_sp("m64n8k17.f32.f16.f16", None, None, None),
+     r"'m64n8k17.f32.f16.f16' is not a valid short form \(as wgmma.mma_async.sp: "),
     (lambda: fastmma.mma_sp("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", None, None, None),
      r"fastmma.mma_sp needs a sparse instruction .*; fastmma.mma takes the dense ones, got wmma.mma"),
     (lambda: fastmma.mma(16, None, None), "instruction must be PTX text, a short form such as 'm64n256k16"),

@@ -38,6 +38,7 @@ from .instruction import (
     WmmaMma,
     WmmaStore,
 )
+from ..validate import excerpt, public
 
 _SHAPE_RE = re.compile(r"^m(\d+)n(\d+)k(\d+)$")
 _MATRIX_SHAPE_RE = re.compile(r"^m(\d+)n(\d+)$")  # ldmatrix / stmatrix / movmatrix
@@ -252,7 +253,10 @@ class _Quals:
         tok = self.one("shape", "shape")
         if tok is None:
             raise _fail(f"{self.opcode} needs a shape qualifier; valid shapes: {choices}")
-        m, n, k = map(int, _SHAPE_RE.match(tok).groups())
+        numbers = _SHAPE_RE.match(tok).groups()
+        if max(map(len, numbers)) > 4:  # no ISA shape needs more; int() refuses thousands of digits
+            raise _fail(f"shape .{excerpt(tok, 30)} has a number of more than 4 digits; valid shapes: {choices}")
+        m, n, k = map(int, numbers)
         return Shape(m, n, k)
 
 
@@ -290,6 +294,7 @@ def _base(opcode: str) -> str:
     return opcode[:-2] if opcode.startswith(("wmma.load.", "wmma.store.")) else opcode
 
 
+@public
 def parse(text: str) -> Instruction:
     """Parse one wgmma, wmma, mma, ldmatrix, stmatrix or movmatrix statement into an immutable
     instruction object.

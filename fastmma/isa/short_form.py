@@ -17,6 +17,7 @@ from ..errors import InvalidInstructionError
 from .near_miss import did_you_mean, is_qualifier
 from .instruction import Instruction, MmaSp, MmaSync, WgmmaMmaAsync, WgmmaMmaAsyncSp, WmmaMma
 from .parser import parse
+from ..validate import excerpt
 
 #: The dense instructions a short form is read as, in order: a shape that both wmma and mma
 #: have (``m8n8k4`` f64) is read as wmma, which computes the same numbers there.
@@ -89,8 +90,11 @@ def _resolve_text(text: str, kinds: InstructionKinds) -> Instruction:
             errors.append(f"as {template.split('.sync')[0]}: {exc}")
     hint = _near_miss(types)
     if hint:
-        raise InvalidInstructionError(f"{text!r} is not a valid short form: {hint}")
-    raise InvalidInstructionError(f"{text!r} is not a valid short form ({'; '.join(errors)})")
+        raise InvalidInstructionError(f"'{excerpt(text)}' is not a valid short form: {hint}")
+    other = _other_family(shape, types, kinds)
+    if other is not None:
+        raise InvalidInstructionError(f"{kinds.needs}; short form {excerpt(text)} reads as {other.opcode}")
+    raise InvalidInstructionError(f"'{excerpt(text)}' is not a valid short form ({'; '.join(errors)})")
 
 
 def _near_miss(types: str) -> str | None:
@@ -101,4 +105,17 @@ def _near_miss(types: str) -> str | None:
             hint = did_you_mean(token)
             if hint:
                 return f"qualifier .{token} is no PTX qualifier of a matrix instruction; did you mean .{hint}?"
+    return None
+
+
+def _other_family(shape: str, types: str, kinds: InstructionKinds):
+    """The instruction a failed short form is in the other family (dense or sparse), or None:
+    a sparse shape given to a dense entry point is pointed to the sparse one, and back."""
+    types = types.removesuffix(".sp")
+    for template in SPARSE_TEMPLATES + DENSE_TEMPLATES:
+        if template not in kinds.templates:
+            try:
+                return parse(template.format(shape=shape, types=types))
+            except InvalidInstructionError:
+                continue
     return None

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import OperandError
 from ..formats import as_numpy
+from ..validate import decoded
 
 
 def register_file(values, threads: int, words: int, name: str, *, stack: bool = False) -> np.ndarray:
@@ -23,6 +24,7 @@ def register_file(values, threads: int, words: int, name: str, *, stack: bool = 
         raise OperandError(f"{name} must have shape (..., {threads}, {words}) for this instruction, got {arr.shape}")
     if not stack and arr.shape != (threads, words):
         raise OperandError(f"{name} must have shape ({threads}, {words}) for this instruction, got {arr.shape}")
+    decoded(arr, name, 4)
     return np.ascontiguousarray(arr).view(np.uint32)
 
 

@@ -78,6 +78,7 @@ import numpy as np
 
 from ..errors import AlignmentError, InvalidInstructionError, OperandError, SharedMemoryBoundsError
 from ..formats import Format, as_numpy, get_format
+from ..validate import excerpt, integer
 
 SWIZZLE_MODES: dict[int, str] = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
 """Descriptor bits 62-63 -> swizzle name."""
@@ -110,19 +111,16 @@ class MatrixDescriptor:
     def __post_init__(self):
         for name in ("start_address", "leading_byte_offset", "stride_byte_offset"):
             _check_byte_field(name, getattr(self, name))
-        if not 0 <= int(self.base_offset) <= 7:
-            raise OperandError(f"base_offset must lie in [0, 7] (3 bits), got {self.base_offset}")
-        if self.swizzle not in SWIZZLE_CODES:
+        integer(self.base_offset, "base_offset (3 bits)", 0, 7)
+        if not isinstance(self.swizzle, str) or self.swizzle not in SWIZZLE_CODES:
             raise OperandError(
-                f"swizzle must be one of {', '.join(map(repr, SWIZZLE_CODES))}, got {self.swizzle!r}"
+                f"swizzle must be one of {', '.join(map(repr, SWIZZLE_CODES))}, got {excerpt(self.swizzle)}"
             )
 
     @classmethod
     def decode(cls, value) -> "MatrixDescriptor":
         """The descriptor held in the 64-bit ``value`` (reserved bits are ignored)."""
-        v = int(value)
-        if not 0 <= v < (1 << 64):
-            raise OperandError(f"a matrix descriptor is a 64-bit value, got {value!r}")
+        v = integer(value, "a matrix descriptor (a 64-bit value)", 0, (1 << 64) - 1)
         return cls(
             start_address=(v & 0x3FFF) << 4,
             leading_byte_offset=((v >> 16) & 0x3FFF) << 4,
@@ -150,8 +148,7 @@ class MatrixDescriptor:
 
 
 def _check_byte_field(name: str, value) -> None:
-    if not isinstance(value, (int, np.integer)) or not 0 <= int(value) < _FIELD_LIMIT:
-        raise OperandError(f"{name} must be an integer byte value in [0, {_FIELD_LIMIT}), got {value!r}")
+    integer(value, f"{name} (bytes)", 0, _FIELD_LIMIT - 16)
     if int(value) % 16:
         raise AlignmentError(f"{name} must be a multiple of 16 bytes, got {value}")
 
@@ -164,8 +161,8 @@ def as_descriptor(desc) -> MatrixDescriptor:
     """``desc`` as a :class:`MatrixDescriptor` (accepts one, or its 64-bit value)."""
     if isinstance(desc, MatrixDescriptor):
         return desc
-    if isinstance(desc, (int, np.integer)):
-        return _decoded(int(desc))
+    if isinstance(desc, (int, np.integer)) and not isinstance(desc, (bool, np.bool_)):
+        return _decoded(integer(desc, "a matrix descriptor (a 64-bit value)", 0, (1 << 64) - 1))
     raise OperandError(f"a matrix descriptor must be a MatrixDescriptor or a 64-bit integer, got {type(desc).__name__}")
 
 

@@ -36,7 +36,8 @@ from ..warpgroup import DEFAULT_SMEM_BYTES, Warpgroup
 from .checker import SPECIAL_REGISTERS, Checker, Program, Variable, located, relocate
 from .statements import HANDLERS
 from .syntax import Instr, RegDecl, parse_program
-from .values import PtxType, coerce, infer_type, typed
+from .values import PtxType, caller_values, coerce, infer_type, typed
+from ..validate import excerpt, public, require_memory
 
 GENERIC_SHARED_BASE = 1 << 48
 """Generic address of shared address 0 (the shared window), by default."""
@@ -138,6 +139,7 @@ class Machine:
 
     # ------------------------------------------------------------------ running PTX
 
+    @public
     def run(self, source: str, registers: Mapping | None = None, *, max_steps: int = MAX_STEPS) -> "Machine":
         """Execute ``source`` on this machine (after setting ``registers``); returns the machine.
 
@@ -158,8 +160,11 @@ class Machine:
         external = dict(self._types)
         for name, values in registers.items():
             _check_name(name)
+            known = declared.get(name) or self._types.get(name)
+            if known is not None and caller_values(values) is not values:  # given as (type, values)
+                _check_agrees(name, known, infer_type(values, name))
             if name not in declared:
-                external[name] = self._types.get(name) or infer_type(values, name)
+                external[name] = known or infer_type(values, name)
         program = Checker(HANDLERS, external, self.symbols, self.threads).check(parsed)
         self._setup(program, registers, external)
         pc = executed = 0
@@ -364,6 +369,13 @@ def _check_threads(threads) -> int:
     return int(threads)
 
 
+def _check_agrees(name: str, known: PtxType, given: PtxType) -> None:
+    """A value given as ``(type, values)`` for a register of known type: the two must be one."""
+    if given != known:
+        raise OperandError(f"register {name} is .{known.name}, but its value is given as .{given.name}: "
+                           f"give ('{known.name}', values) or the values alone")
+
+
 def _check_name(name) -> None:
     from .lexer import _WORD_RE
 
@@ -379,6 +391,8 @@ def _address_arg(value, name: str) -> int:
 
 
 def _image(data, name: str, default: int | None) -> np.ndarray:
+    if isinstance(data, np.ndarray):  # copied: a broadcast view may claim more than memory holds
+        require_memory(data.nbytes, name, "a private copy of the memory image")
     return np.zeros(default, np.uint8) if data is None else byte_image(data, name)
 
 
@@ -412,15 +426,22 @@ def _uses_wgmma(statements) -> bool:
 def _threads_for(statements, registers: dict | None) -> int:
     if _uses_wgmma(statements):
         return 128
-    for values in (registers.values() if isinstance(registers, Mapping) else ()):
+    for name, values in (registers.items() if isinstance(registers, Mapping) else ()):
         if isinstance(values, tuple) and len(values) == 2 and isinstance(values[0], str):
             values = values[1]
-        shape = np.shape(values)
+        try:
+            shape = np.shape(values)
+        except (ValueError, TypeError):  # a ragged list: coerce names it once the register is known
+            continue
         if len(shape) == 1 and shape[0] > 1:
+            if shape[0] % 32 or shape[0] > MAX_THREADS:
+                raise OperandError(f"registers: {excerpt(name)} has {shape[0]} values, which tells no thread count "
+                                   f"(one value per thread: a multiple of 32 up to {MAX_THREADS}); pass threads=")
             return shape[0]
     return 32
 
 
+@public
 def run(source: str, registers: dict | None = None, smem=None, global_mem=None, *, strict: bool = True,
         threads: int | None = None, smem_address: int = 0, global_address: int = 0,
         generic_shared_base: int = GENERIC_SHARED_BASE, max_steps: int = MAX_STEPS) -> Machine:

@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import OperandError
+from ..validate import excerpt
 from ..formats import as_numpy
 from ..isa.parser import unsigned_literal
 
@@ -228,15 +229,25 @@ def _to_bits(arr: np.ndarray, t: PtxType, name: str) -> np.ndarray:
         return _int_bits(arr, t, name)
     if arr.dtype.kind == "f" or arr.dtype == ml_dtypes.bfloat16:
         return _float_values_bits(arr, t, name)
-    raise OperandError(f"register {name}: cannot hold {arr.dtype} values")
+    if arr.dtype == object and all(isinstance(v, int) for v in arr.flat):  # Python ints past 64 bits
+        _out_of_range(t, name, arr)
+    raise OperandError(f"register {name} ({t}) takes integers (bit patterns), floats or bools, got "
+                       f"{arr.dtype} values")
+
+
+def _out_of_range(t: PtxType, name: str, arr: np.ndarray):
+    """The error for integers that do not fit register ``name`` of type ``t``."""
+    lo, hi = -(1 << (t.bits - 1)), (1 << t.bits) - 1
+    worst = max((int(v) for v in arr.flat), key=lambda v: max(lo - v, v - hi))
+    raise OperandError(f"register {name} ({t}): integer values must lie in [{lo}, {hi}] ({t.bits} bits, signed "
+                       f"or unsigned), got {excerpt(worst)}")
 
 
 def _int_bits(arr: np.ndarray, t: PtxType, name: str) -> np.ndarray:
     if arr.dtype.itemsize * 8 == t.bits:
         return arr.view(t.storage)
     if arr.size and (int(arr.min()) < -(1 << (t.bits - 1)) or int(arr.max()) >= 1 << t.bits):
-        raise OperandError(f"register {name} ({t}): integer values must fit in {t.bits} bits, "
-                           f"got range [{arr.min()}, {arr.max()}]")
+        _out_of_range(t, name, arr)
     wide = arr.astype(np.int64)  # fits: |values| < 2**bits <= 2**32 here, or a 64-bit view above
     return (wide.view(np.uint64) & np.uint64((1 << t.bits) - 1)).astype(t.storage)
 
