@@ -102,6 +102,7 @@ from .operands import read_only
 from .register_blocks import COLUMNS, ROWS, count_columns, fits_registers, fma_block
 from .scratch import ALIGN, POOL, carve, layout, on_cache_line
 from .special_chains import column_specials, prefix_bound, row_specials, special_element
+from .variants import variant
 from .vector_ops import (F16_CONVERSIONS, add_i32, as_element_of, clz_u32, copy_run, f32_from_f16_bits, ldexp_f32,
                          lshr_i32, shl_i32, sub_i32)
 
@@ -1380,70 +1381,40 @@ def _rows_fma(tile, mb, g0, nb, a_val, a_exp, a_low, epan, bpan, lpan, work, fra
             _finish_group(tile[r0 + q], normal4[q], G, nbp, E4[q], T4[q], frac, omb, rnd)
 
 
-# One helper per (group size, lane width): G and the chunk U (<= 16) must be literals in
-# the source of a compiled function for LLVM to unroll the k-terms (numba's parallel
-# outlining would turn arguments into run-time values).  They are compiled without numba's
-# reference counting (_nrt=False): they only read and write arrays that their caller owns,
-# and where numba's pruning of reference counts fails (it did for the int8 lanes), an
-# atomic increment and decrement per array per row cost a quarter of the kernel's time.
-@njit(cache=True, _nrt=False)
-def _rows_g4_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 4, 4)
+#: The group sizes of the blocked kernels, and those that also have a pass 2 by fused multiply-adds.
+GROUPS = (4, 8, 16, 32, 64)
+FMA_GROUPS = (32, 64)
 
 
-@njit(cache=True, _nrt=False)
-def _rows_g8_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 8, 8)
+def _rows_template(G, wide, fma):
+    """A row function's template: G and the chunk U (<= 16) must be literals in the code
+    of a compiled function for LLVM to unroll the k-terms (numba's parallel outlining would
+    turn arguments into run-time values)."""
+    U = min(G, 16)
+    if fma:
+        def rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+            _rows_fma(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, G, U)
+    elif wide:
+        def rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+            _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, G, U)
+    else:
+        def rows(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
+            _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, G, U)
+    return rows
 
 
-@njit(cache=True, _nrt=False)
-def _rows_g16_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 16, 16)
+def _variant_name(prefix, G, wide, fma):
+    return f"{prefix}{G}_{'fma' if fma else 64 if wide else 32}"
 
 
-@njit(cache=True, _nrt=False)
-def _rows_g32_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 32, 16)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g64_32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows32(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, th, po, 64, 16)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g4_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 4, 4)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g8_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 8, 8)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g16_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 16, 16)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g32_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 32, 16)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g64_64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows64(t, mb, g0, nb, av, ae, ep, bp, w, f, sh, ez, o, r, em, 64, 16)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_fma_g32(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows_fma(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 32, 16)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_fma_g64(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc):
-    _rows_fma(t, mb, g0, nb, av, ae, al, ep, bp, lp, w, f, sh, ez, o, r, em, th, po, lc, 64, 16)
+#: The row functions, by (group size, float64 lanes, pass 2 by fused multiply-adds); each
+#: is compiled without numba's reference counting (_nrt=False), because it only reads and
+#: writes arrays that its caller owns, and where numba's pruning of reference counts fails,
+#: an atomic increment and decrement per array per row are a large share of the kernel's time.
+_VARIANTS = tuple((G, wide, False) for G in GROUPS for wide in (False, True)) + tuple(
+    (G, False, True) for G in FMA_GROUPS)
+ROW_FUNCTIONS = {key: variant(_rows_template(*key), _variant_name("_rows_g", *key), cache=True, _nrt=False)
+                 for key in _VARIANTS}
 
 
 @njit(cache=True, inline="always")
@@ -1664,94 +1635,31 @@ def _decoder_kind(p, width) -> int:
     return int(b_decoder(p, width, 0, 0, 1, 0).kind)
 
 
-@njit(parallel=True, cache=True)
-def _g4_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-           KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g4_32, 4, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+#: the row function of a kernel: each compiled variant binds this name in its own globals (:func:`.variants.variant`)
+_rows = None
 
 
-@njit(parallel=True, cache=True)
-def _g4_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-           KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g4_64, 4, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _gemm_template(G, wide, fma):
+    """A blocked kernel's template (:func:`_gemm_body`), calling the row function ``_rows``."""
+    def kernel(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
+               KB, NB, MB, abits, ap, ad):
+        return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
+                          _rows, G, wide, fma, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+    return kernel
 
 
-@njit(parallel=True, cache=True)
-def _g8_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-           KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g8_32, 8, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
+def _kernels(template, prefix, fma):
+    """The compiled variants of ``template`` for every row function with pass 2 by fused
+    multiply-adds (``fma``: keyed by group size) or without (keyed by group size and lanes)."""
+    return {(G if fma else (G, wide)): variant(template(G, wide, fma), _variant_name(prefix, G, wide, fma),
+                                               {"_rows": ROW_FUNCTIONS[G, wide, fma]}, parallel=True, cache=True)
+            for G, wide, f in _VARIANTS if f == fma}
 
 
-@njit(parallel=True, cache=True)
-def _g8_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-           KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g8_64, 8, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g16_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-            KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g16_32, 16, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g16_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-            KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g16_64, 16, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g32_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-            KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g32_32, 32, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g32_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-            KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g32_64, 32, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g32_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-             KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_fma_g32, 32, False, True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g64_32(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-            KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g64_32, 64, False, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g64_64(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-            KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_g64_64, 64, True, False, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-@njit(parallel=True, cache=True)
-def _g64_fma(a, e, al, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de,
-             KB, NB, MB, abits, ap, ad):
-    return _gemm_body(a, e, al, abits, ap, ad, b, bp, nb_, el, lc, bpan, epan, lpan, out, plus, d16, ci,
-                      _rows_fma_g64, 64, False, True, frac, sh, ez, omb, rnd, ce, de, (KB, NB, MB, 0, b.shape[1]))
-
-
-KERNELS = {(4, False): _g4_32, (8, False): _g8_32, (16, False): _g16_32, (32, False): _g32_32, (64, False): _g64_32,
-           (4, True): _g4_64, (8, True): _g8_64, (16, True): _g16_64, (32, True): _g32_64, (64, True): _g64_64}
+#: the blocked kernels by (group size, float64 lanes)
+KERNELS = _kernels(_gemm_template, "_g", False)
 #: the kernels whose pass 2 is by fused multiply-adds (:func:`_rows_fma`), by group size
-FMA_KERNELS = {32: _g32_fma, 64: _g64_fma}
+FMA_KERNELS = _kernels(_gemm_template, "_g", True)
 
 
 @njit(cache=True, inline="always")
@@ -1793,83 +1701,17 @@ def _stack_body(a_val, a_exp, a_low, b, bp, neg_b, lanes, lc, out, addend, d16, 
     return special
 
 
-@njit(parallel=True, cache=True)
-def _s4_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g4_32, 4, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s4_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g4_64, 4, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s8_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g8_32, 8, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s8_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g8_64, 8, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s16_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g16_32, 16, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s16_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g16_64, 16, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s32_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g32_32, 32, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s32_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g32_64, 32, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s32_fma(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_fma_g32, 32, False, True,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s64_32(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g64_32, 64, False, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s64_64(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_g64_64, 64, True, False,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
-
-
-@njit(parallel=True, cache=True)
-def _s64_fma(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
-    return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows_fma_g64, 64, False, True,
-                       frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
+def _stack_template(G, wide, fma):
+    """A stack kernel's template (:func:`_stack_body`), calling the row function ``_rows``."""
+    def kernel(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC):
+        return _stack_body(a, e, al, b, bp, nb_, el, lc, out, plus, d16, ci, _rows, G, wide, fma,
+                           frac, sh, ez, omb, rnd, ce, de, KB, NB, MB, NC)
+    return kernel
 
 
 #: the kernels of stacks of GEMMs (:func:`_stack_body`), as :data:`KERNELS` and :data:`FMA_KERNELS`
-STACK_KERNELS = {(4, False): _s4_32, (8, False): _s8_32, (16, False): _s16_32, (32, False): _s32_32,
-                 (64, False): _s64_32, (4, True): _s4_64, (8, True): _s8_64, (16, True): _s16_64,
-                 (32, True): _s32_64, (64, True): _s64_64}
-STACK_FMA_KERNELS = {32: _s32_fma, 64: _s64_fma}
+STACK_KERNELS = _kernels(_stack_template, "_s", False)
+STACK_FMA_KERNELS = _kernels(_stack_template, "_s", True)
 
 
 # ---------------------------------------------------------------- specials
