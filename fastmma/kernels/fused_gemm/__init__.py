@@ -68,22 +68,22 @@ leave a thread without a block: :func:`_block_sizes`).  A is decoded once, alrea
 packed block by block and group by group (:func:`decode_packed`'s layout: a group's A values
 for all rows of a block are contiguous; each group's runs of a block of rows are gathered and
 decoded as one array, :func:`_decode_packed_block`), by the task that computes the block
-(:func:`_gemm_body`); packing it per N-block instead read all of A from memory
-once per N-block, up to a quarter of the kernel's time for fp8 at 2048^3.  For each group the
+(:func:`_gemm_body`), because packing it per N-block would read all of A from memory
+once per N-block.  For each group the
 ``G x NB`` slice of the panel stays in cache while the rows stream past it.  ``G`` is a compile-time constant
-(one thin wrapper per group size), so LLVM unrolls the k-terms and vectorises over columns.
+(a variant per group size, :mod:`.variants`), so LLVM unrolls the k-terms and vectorises over columns.
 The K-blocks are long (2048 by default): each one costs a round trip of the accumulator
-tile, which measured dearer than a panel that no longer fits the L2 cache.  Every scratch
+tile, which costs more than a panel that no longer fits the L2 cache.  Every scratch
 array starts on a cache line (:func:`_aligned_empty`, :func:`carve`): a 16-lane vector that
-straddles two lines costs two loads, and measured up to a fifth of the kernel's time.  A
+straddles two lines costs two loads.  A
 decoded and B's panels are carved from one buffer of the scratch pool (:mod:`.scratch`),
-which keeps it mapped for the next call: from the C allocator afresh, it cost a third of a
-256^3 GEMM's time in some processes (page faults).
+which keeps it mapped for the next call, where memory from the C allocator afresh may come
+as fresh pages, each a fault.
 
 Indexing.  An index that numba cannot prove non-negative (``b[kb + k, jb + j]``) gets a
 wrap-around test per element, which turns a loop over a row into gathers or stops it
 vectorising; the loops index a row view (``b[kb + k, jb:jb + nb]``) by the loop variable
-instead.  That halved the A decode and the tile copies at 256^3.
+instead.
 """
 
 from __future__ import annotations

@@ -36,9 +36,7 @@ def _panel_rows(b, k_lo, k_hi, kb, jb, nb, bpan, epan, lpan, nbp, nbe, p, q, fq,
     whether the rows hold an inf or NaN, or an element outside ``fq``'s window (only
     :func:`_decode_b_run` checks one: :func:`_path` sets none elsewhere).  Called, not
     inlined, so that it is compiled once for every group size rather than into each
-    kernel's parallel loop: in alternating runs, the parallel kernel's own compile (less its
-    rows function's) went from 19-20 s to 12-14 s for e4m3 and from 13-20 s to 12-15 s for
-    f16."""
+    kernel's parallel loop."""
     saved = read_mxcsr()
     write_mxcsr(_I32(MXCSR_NEAREST))
     special = False

@@ -284,8 +284,7 @@ def _rows32(tile, mb, g0, nb, a_val, a_exp, epan, bpan, work, frac, sh, e_zero, 
     numba inlines a function by copying its IR into the caller, and the caller's again
     into its own caller, so the rounding loops (:func:`_finish_group`) are inlined here
     rather than one level down in :func:`_group_row32`, and each lane width has a rows
-    function of its own: the first f16 GEMM's compile went from 46-47 s to 32-40 s, with
-    the same instructions in ``_rows_g16_32``."""
+    function of its own: both shorten the first GEMM's compile."""
     E, S, T, P = work[0][0], work[1][0], work[2][0], work[3]
     nbp = _padded(nb, FLOAT_LANES)
     for r in range(mb):

@@ -18,19 +18,17 @@ from .scan import _overall, scan_operands, scan_rows
 KB_DEFAULT, NB_DEFAULT, MB_DEFAULT = 2048, 256, 64
 #: A GEMM of at most NARROW_ROWS rows (a GEMV, a few tokens' activations) runs in chunks of
 #: B's columns (:func:`_stack_body`), each thread decoding B's panels for its own chunk, in
-#: blocks of NARROW_BLOCKS.  With the row blocks' panels (2048 by 256), such a GEMM decoded
-#: B row by row in runs of 256 columns, which cross a page of memory every 512 bytes, and
-#: ran its one block of rows on one thread: M = 1, N = K = 4096, f16 took 17-20 ms, and 8 ms
-#: in chunks (numpy's float32 GEMV: 2-3 ms).  At M = 64 the two took the same time.
+#: blocks of NARROW_BLOCKS: with the row blocks' panels it would decode B in runs that cross
+#: a page every 512 bytes and run its one block of rows on one thread (timings:
+#: docs/performance.md, "GEMMs of few rows").
 NARROW_ROWS = 32
 NARROW_BLOCKS = (64, 1024, MB_DEFAULT)
 #: the narrowest chunk of columns a narrow GEMM is cut into
 NARROW_CHUNK = 256
 #: The stack kernels take the pass by fused multiply-adds (``fma=None``) for GEMMs of at
 #: least this many rows: it runs blocks of 4 rows and sets up each column's magic numbers
-#: and B's low codes, and with fewer rows the pass by conversions was faster (e4m3, N = K
-#: = 4096, two threads: M = 1 8 ms against 15 ms, M = 4 10 against 17, M = 16 about the
-#: same, M = 32 35 against 41).
+#: and B's low codes, which fewer rows do not repay (timings: docs/performance.md, "GEMMs of
+#: few rows").
 FMA_MIN_ROWS = 16
 #: The most non-zero terms a group's int32 sum may hold where its sum plus the accumulator's
 #: term can pass 2^31: 16 terms below 2^27 (f16 and bf16 keep 25 fraction bits) plus C's
