@@ -4,9 +4,8 @@ LLVM tunes code for Intel's AVX-512 server cores (Skylake-X to Sapphire and Emer
 with the flag ``prefer-256-bit``: its loop vectoriser then builds 256-bit vectors although
 the CPU has 512-bit ones.  fastmma's kernels are bound by vector arithmetic (pass 2 of
 ``kernels.fused_gemm`` costs four vector operations per vector of products), so half-width
-vectors cost them up to half their speed: on a 2-core Emerald Rapids machine, 1024^3 GEMMs
-took 62 ms (f16), 78 ms (tf32) and 55 ms (e4m3) with the flag and 40, 43 and 37 ms without
-(best of three runs each), the same bits.  Clearing the flag is what clang's ``-mprefer-vector-width=512`` does.
+vectors cost them up to half their speed (measurements: docs/performance.md, "Full-width
+vectors").  Clearing the flag is what clang's ``-mprefer-vector-width=512`` does.
 
 numba builds one code generator per process, with the target machine's features, when the
 first jitted function is created, and keys its on-disk cache by those features.  So

@@ -192,10 +192,8 @@ class PreparedWgmma:
 
 
 #: :func:`mma_async_stack` runs a stack in parts of about this many bytes of accumulators,
-#: so that a part's registers, C and D stay in the cores' caches from one step to the next.
-#: Stacks of 512, 2-core AMD EPYC, per instruction by parts of 128 KiB / 512 KiB / 1 MiB /
-#: 4 MiB / the whole stack: m64n256k16 f16 36.8 / 26.3 / 25.6 / 25.2 / 46.1 us, m64n64k16
-#: 11.8 / 7.6 / 7.4 / 8.4 / 11.3 us, m64n256k32 e4m3 43.4 / 32.0 / 28.0 / 30.6 / 52.3 us.
+#: so that a part's registers, C and D stay in the cores' caches from one step to the next
+#: (timings of the part sizes: docs/performance.md, "Stacks of warpgroups in parts").
 STACK_CHUNK_BYTES = 1 << 20
 
 

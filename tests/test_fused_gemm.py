@@ -104,7 +104,7 @@ def test_a_decoded_inside_the_kernel(monkeypatch, text, wide):
     inst = parse(text)
     if wide and inst.atype == "e4m3":
         pytest.skip("fp8 has no float64 path of its own to force")
-    monkeypatch.setattr(fg, "decode_packed", lambda *a, **k: pytest.fail("A decoded before the kernel"))
+    monkeypatch.setattr(fg.drive, "decode_packed", lambda *a, **k: pytest.fail("A decoded before the kernel"))
     rng = np.random.default_rng(11)
     G = inst.rule.group
     m, k, n = 45, 3 * G, 200
@@ -146,8 +146,8 @@ def test_few_rows_are_shared_among_threads(monkeypatch):
 
     seen = []
     real = fg._block_sizes.__wrapped__
-    monkeypatch.setattr(fg, "_block_sizes", lambda *args: seen.append(real(*args)) or seen[-1])
-    monkeypatch.setattr(fg, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(fg.drive, "_block_sizes", lambda *args: seen.append(real(*args)) or seen[-1])
+    monkeypatch.setattr(fg.drive, "get_num_threads", lambda: 2)
     rng = np.random.default_rng(5)
     a = random_bits(rng, "f16", (64, 32), "wide")
     b = random_bits(rng, "f16", (32, 40), "wide")
@@ -214,7 +214,7 @@ def test_f16_and_fp8_take_the_whole_format_path_without_scans(text, monkeypatch)
     def no_scan(*args):
         raise AssertionError("scanned")
 
-    monkeypatch.setattr(fg, "scan_operands", no_scan)
+    monkeypatch.setattr(fg.plan, "scan_operands", no_scan)
     inst = parse(text)
     rng = np.random.default_rng(11)
     for mode in ("narrow", "raw"):
@@ -1222,7 +1222,7 @@ def test_a_stack_equals_the_reference_gemm_by_gemm(monkeypatch, text, path):
     import fastmma.kernels.fused_gemm as fg
 
     calls, fixup = [], fg.fixup_specials
-    monkeypatch.setattr(fg, "fixup_specials", lambda a, *args: calls.append(a.shape) or fixup(a, *args))
+    monkeypatch.setattr(fg.specials, "fixup_specials", lambda a, *args: calls.append(a.shape) or fixup(a, *args))
 
     inst = parse(text)
     rng = np.random.default_rng(seed(text, str(path)))
@@ -1283,9 +1283,9 @@ def test_a_narrow_gemm_in_chunks_of_columns_equals_the_reference(text, m, specia
 
     chunks = []
     real = fg.fused_gemm_stack
-    monkeypatch.setattr(fg, "fused_gemm_stack", lambda *a, **k: chunks.append(k["chunks"]) or real(*a, **k))
-    monkeypatch.setattr(fg, "get_num_threads", lambda: 4)
-    monkeypatch.setattr(fg, "NARROW_CHUNK", 32)
+    monkeypatch.setattr(fg.drive, "fused_gemm_stack", lambda *a, **k: chunks.append(k["chunks"]) or real(*a, **k))
+    monkeypatch.setattr(fg.drive, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(fg.plan, "NARROW_CHUNK", 32)
     inst = parse(text)
     rng = np.random.default_rng(seed(text, m))
     n, k = 250, 3 * inst.rule.group
@@ -1310,8 +1310,8 @@ def test_only_few_rows_run_in_chunks_of_columns(monkeypatch):
 
     chunks = []
     real = fg.fused_gemm_stack
-    monkeypatch.setattr(fg, "fused_gemm_stack", lambda *a, **k: chunks.append(k["chunks"]) or real(*a, **k))
-    monkeypatch.setattr(fg, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(fg.drive, "fused_gemm_stack", lambda *a, **k: chunks.append(k["chunks"]) or real(*a, **k))
+    monkeypatch.setattr(fg.drive, "get_num_threads", lambda: 2)
     rng = np.random.default_rng(3)
     for m, narrow, want in [(fg.NARROW_ROWS, None, [2]), (fg.NARROW_ROWS + 1, None, []), (40, True, [2]),
                             (8, False, [])]:
@@ -1389,7 +1389,7 @@ def test_a_gemm_of_few_rows_leaves_b_unscanned_unless_it_leaves_the_window(text,
 
     scans = []
     real = fg.scan_operands
-    monkeypatch.setattr(fg, "scan_operands", lambda *a: scans.append(1) or real(*a))
+    monkeypatch.setattr(fg.plan, "scan_operands", lambda *a: scans.append(1) or real(*a))
     inst = parse(text)
     rng = np.random.default_rng(11)
     m, k, n = 3, 256, 100

@@ -140,7 +140,7 @@ def test_gemms_on_scratch_an_earlier_call_filled(monkeypatch, text, dtype, shape
         with pool.borrow(size) as buf:
             buf[:] = poison
             poisoned.append(buf)  # a view: the pool keeps the memory
-    monkeypatch.setattr(fused_gemm, "POOL", pool)
+    monkeypatch.setattr(fused_gemm.drive, "POOL", pool)
     inst = resolve_instruction(text)
     M, N, K = shape
     rng = np.random.default_rng(poison + M)

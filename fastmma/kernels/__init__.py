@@ -36,20 +36,14 @@ def format_params(name: str) -> tuple:
 
 #: Problems below this many multiply-adds run on the per-element kernels, whose start-up is
 #: cheaper; both give the same bits (tests/test_fused_gemm.py, tests/test_int_gemm.py, and
-#: the recordings replayed through each in tests/test_conformance.py).  Timed one call at a
-#: time on 2 cores, the GEMM kernels took 80-130 us from 16384 multiply-adds up (m64n16k16
-#: f16 82 us against 126 us, m64n256k16 108 us against 2.3 ms), the per-element ones less
-#: below 8192 (wmma m16n16k8 tf32 57 us against 82 us); at 2^18, where this threshold had
-#: stood, single wgmma instructions took up to 20 times as long as they needed.
+#: the recordings replayed through each in tests/test_conformance.py); the timings that set
+#: it are in docs/performance.md ("Thresholds of the kernel choice").
 FAST_KERNEL_MIN_MACS = 1 << 14
 
 #: Float (fused-dot) problems of at most this many multiply-adds run on the one-thread kernel
 #: of :mod:`.small_gemm`, ahead of both of the above: a single instruction's tile costs it
 #: less than the blocked kernels' start (two threads, panels, scratch) and far less than the
-#: per-element kernel.  Timed one call at a time on 2 cores (AMD EPYC), beside the reference
-#: and the blocked kernel: wmma m16n16k16 f16 6.4 us (20 and 30), m64n8k16 12 us (34 and
-#: 26), m64n64k16 18 us (233 and 27), m64n128k16 25 us (blocked 28), m64n256k8 tf32 29 us
-#: (blocked 41), m64n256k16 51 us (blocked 33).
+#: per-element kernel (timings: docs/performance.md, "Thresholds of the kernel choice").
 SMALL_KERNEL_MACS = 1 << 17
 
 
@@ -101,8 +95,8 @@ def _plus_addend(d, addend, dtype):
 @functools.lru_cache(maxsize=None)
 def _module(name: str):
     """The kernel module ``name``, imported on first use (importing the kernel modules
-    defines their numba functions, which ``import fastmma`` does not wait for); an import
-    statement in every call had cost a small GEMM a microsecond."""
+    defines their numba functions, which ``import fastmma`` does not wait for) and kept, so
+    that a small GEMM's call pays for no import statement."""
     import importlib
 
     return importlib.import_module(f".{name}", __name__)
@@ -188,9 +182,8 @@ def execute_stack(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str,
 
 #: :func:`execute_rows` runs stacks of float GEMVs of at most this many columns through the
 #: per-element kernel (:func:`.fused_dot.fused_dot_mma`), which pads nothing: the blocked
-#: kernels pad a GEMV's columns to whole vectors and took as long for 1 column as for 256
-#: (1024 GEMVs of 1 x 512 f16, two cores: 25.7 ms for 1 and 2 columns, 25.4 for 8; the
-#: per-element kernel 1.7, 3.4 and 13.5 ms; at 16 columns 24 against 27 ms).
+#: kernels pad a GEMV's columns to whole vectors, so that one column costs them as much as 256
+#: (timings: docs/performance.md, "Thresholds of the kernel choice").
 ROWS_REFERENCE_COLUMNS = 8
 
 
@@ -198,10 +191,9 @@ def execute_rows(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, 
                  neg_a: bool = False, neg_b: bool = False, addend=None) -> np.ndarray:
     """:func:`execute_stack` for a stack of many tiny GEMMs (``mma.sp``'s rows, each a GEMV
     with a B of its own): the stack kernels take it in one call whatever its size, where
-    :func:`execute_stack` would loop over GEMMs below :data:`FAST_KERNEL_MIN_MACS` (measured:
-    16 GEMVs of 1 x 16 x 8, 36 us against 88 us; s8, 7 us against 95 us), and float GEMVs
-    of at most :data:`ROWS_REFERENCE_COLUMNS` columns go to the per-element kernel (16 GEMVs
-    of 1 x 16 x 8, 12 us).  fp8's :class:`ConvertedF16Rule` runs its f16 steps through it as
+    :func:`execute_stack` would loop over GEMMs below :data:`FAST_KERNEL_MIN_MACS` (one call
+    starts the threads once), and float GEMVs of at most :data:`ROWS_REFERENCE_COLUMNS`
+    columns go to the per-element kernel.  fp8's :class:`ConvertedF16Rule` runs its f16 steps through it as
     well, each with an ``addend`` (:func:`execute`'s) after the first."""
     kw = dict(use_c=use_c, neg_a=neg_a, neg_b=neg_b)
     if isinstance(rule, ConvertedF16Rule):

@@ -18,30 +18,18 @@ def _bitcast(src, dst):
     return dst(src), codegen
 
 
-@intrinsic
-def f64_from_bits(typingctx, x):
-    """The float64 whose bits are the int64 ``x``."""
-    if x == types.int64:
-        return _bitcast(types.int64, types.float64)
+def _bitcast_intrinsic(name, src, dst, doc):
+    """An intrinsic ``name(x)``: the ``dst`` whose bits are those of ``x``, a ``src``."""
+    def typer(typingctx, x):
+        if x == src:
+            return _bitcast(src, dst)
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def f64_bits(typingctx, x):
-    """The bits of the float64 ``x`` as an int64."""
-    if x == types.float64:
-        return _bitcast(types.float64, types.int64)
-
-
-@intrinsic
-def f32_from_bits(typingctx, x):
-    """The float32 whose bits are the int32 ``x``."""
-    if x == types.int32:
-        return _bitcast(types.int32, types.float32)
-
-
-@intrinsic
-def f32_bits(typingctx, x):
-    """The bits of the float32 ``x`` as an int32."""
-    if x == types.float32:
-        return _bitcast(types.float32, types.int32)
-
+f64_from_bits = _bitcast_intrinsic("f64_from_bits", types.int64, types.float64, "The float64 whose bits are the int64 x.")
+f64_bits = _bitcast_intrinsic("f64_bits", types.float64, types.int64, "The bits of the float64 x as an int64.")
+f32_from_bits = _bitcast_intrinsic("f32_from_bits", types.int32, types.float32, "The float32 whose bits are the int32 x.")
+f32_bits = _bitcast_intrinsic("f32_bits", types.float32, types.int32, "The bits of the float32 x as an int32.")

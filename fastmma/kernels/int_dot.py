@@ -39,15 +39,22 @@ def _to_s32(acc, satfinite):
     return acc - (np.int64(1) << 32) if acc > INT32_MAX else acc
 
 
+@njit(cache=True, inline="always")
+def _element(idx, n, c, use_c):
+    """Row and column of element ``idx`` of an ``n``-column D, and its sum's start: C's
+    element, or 0."""
+    i = idx // n
+    j = idx - i * n
+    return i, j, np.int64(c[i, j]) if use_c else np.int64(0)
+
+
 @njit(parallel=True, cache=True)
 def int_dot_mma(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinite, use_c):
     """``out = C + A @ B`` (int32) by instructions of ``group`` k each, in increasing k."""
     m, kk = a.shape
     n = b.shape[1]
     for idx in prange(m * n):
-        i = idx // n
-        j = idx - i * n
-        acc = np.int64(c[i, j]) if use_c else np.int64(0)
+        i, j, acc = _element(idx, n, c, use_c)
         for k0 in range(0, kk, group):
             for k in range(k0, k0 + group):
                 acc += _value(a[i, k], a_width, a_signed) * _value(b[k, j], b_width, b_signed)
@@ -61,9 +68,7 @@ def popc_mma(a, b, c, out, xor, use_c):
     m, kk = a.shape
     n = b.shape[1]
     for idx in prange(m * n):
-        i = idx // n
-        j = idx - i * n
-        acc = np.int64(c[i, j]) if use_c else np.int64(0)
+        i, j, acc = _element(idx, n, c, use_c)
         for k in range(kk):
             x = (a[i, k] ^ b[k, j]) if xor else (a[i, k] & b[k, j])
             acc += np.int64(x & 1)

@@ -124,25 +124,15 @@ def _dec(x, mask, half, full):
 
 
 @njit(cache=True, inline="always")
-def _pack_a(a, ap, i0, nr, k0, kb, dp):
-    """ap[r, t] = value(a[i0 + r, k0 + t]) as float32."""
+def _pack(src, dst, r0, nr, c0, nc, dp):
+    """dst[r, t] = value(src[r0 + r, c0 + t]) as float32, for ``nr`` rows of ``nc`` elements:
+    a block of A's rows, or of B's k-rows."""
     mask, half, full = dp
     for r in range(nr):
-        src = a[i0 + r, k0:k0 + kb]
-        dst = ap[r]
-        for t in range(kb):
-            dst[t] = _dec(src[t], mask, half, full)
-
-
-@njit(cache=True, inline="always")
-def _pack_b(b, bp, k0, kb, j0, nb, dp):
-    """bp[t, j] = value(b[k0 + t, j0 + j]) as float32."""
-    mask, half, full = dp
-    for t in range(kb):
-        src = b[k0 + t, j0:j0 + nb]
-        dst = bp[t]
-        for j in range(nb):
-            dst[j] = _dec(src[j], mask, half, full)
+        row = src[r0 + r, c0:c0 + nc]
+        out = dst[r]
+        for t in range(nc):
+            out[t] = _dec(row[t], mask, half, full)
 
 
 # ---------------------------------------------------------------------------------------
@@ -252,8 +242,8 @@ def _int_tile(a, b, c, out, ap, bp, st, buf, fb, task, dpa, dpb, G, kb_max, satf
             st[r, j] = c[i0 + r, j0 + j] if use_c else 0
     for k0 in range(0, kk, kb_max):
         kb = min(kb_max, kk - k0)
-        _pack_a(a, ap, i0, nr, k0, kb, dpa)
-        _pack_b(b, bp, k0, kb, j0, nb, dpb)
+        _pack(a, ap, i0, nr, k0, kb, dpa)
+        _pack(b, bp, k0, kb, j0, nb, dpb)
         for ka in range(0, kb, G):
             if generic:
                 _chunk_f64(ap, bp, st, buf, nr, nb, ka, G, satfinite)

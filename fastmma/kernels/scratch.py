@@ -5,11 +5,8 @@ megabyte at 256^3).  Taken from the C allocator afresh at every call, that memor
 back, in some processes and not others, as freshly mapped pages: glibc hands the top of its
 heap back to the system, or maps a large block on its own, by thresholds that it adapts as
 the process allocates and frees, so whether a call's scratch is already mapped depends on
-what the process did before.  Each fresh page costs a fault and the zeroing of its 4 KiB.
-Measured on a 2-core AMD EPYC: a tf32 GEMM of 256^3 took 390 us in one process and 650 us,
-with 209 page faults a call, in another that had first run 2100 GEMMs of K = 8; in
-pytest-benchmark's process an f16 GEMM of 256^3 took 412 us with 221 faults a call, 321 us
-without.
+what the process did before.  Each fresh page costs a fault and the zeroing of its 4 KiB
+(measurements: docs/performance.md, "Scratch memory").
 
 :data:`POOL` keeps the buffers that calls give back, up to :attr:`ScratchPool.keep_bytes` in
 all, and lends them again: the same pages serve call after call, whatever state the
@@ -53,8 +50,8 @@ class ScratchPool:
     def arrays(self, specs: tuple) -> _Loan:
         """A context manager: the arrays of ``specs`` (``(dtype, shape)`` each, :func:`layout`)
         carved from one buffer lent as :meth:`borrow` lends it.  A buffer keeps the arrays it
-        was carved into for the next call of the same ``specs``: building them again took a
-        few microseconds a call, as much as a small GEMM's arithmetic."""
+        was carved into for the next call of the same ``specs``, so that a small GEMM does not
+        pay for building them again."""
         return _Loan(self, layout(specs)[0], specs)
 
     def kept_bytes(self) -> int:

@@ -26,6 +26,7 @@ from .fused_dot import rounding_code
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
 from .fused_gemm import _c_exponent, _d_bits, _decode_value, _finish_row, _group_row64, fix_specials
 from .operands import read_only
+from .variants import variant
 from .vector_ops import f32_from_f16_bits
 
 
@@ -161,48 +162,28 @@ def _rows_body(acc, av, ae, bv, be, work, G, frac, e_zero, omb, rnd, c_emin, d_e
                            c_emin if g0 == 0 else d_emin)
 
 
-# one kernel per group size: G must be a literal in the source of a compiled function
-@njit(cache=True, _nrt=False)
-def _rows_g4(acc, av, ae, bv, be, work, frac, ez, omb, rnd, ce, de):
-    _rows_body(acc, av, ae, bv, be, work, 4, frac, ez, omb, rnd, ce, de)
+def _rows_template(G):
+    """A row function's template: G must be a literal in the code of a compiled function."""
+    def rows(acc, av, ae, bv, be, work, frac, ez, omb, rnd, ce, de):
+        _rows_body(acc, av, ae, bv, be, work, G, frac, ez, omb, rnd, ce, de)
+    return rows
 
 
-@njit(cache=True)
-def _small_g4(a, b, c, af, bf, frac, ez, omb, rnd, ce, de, uc, na, nb):
-    return _small_body(a, b, c, af, bf, _rows_g4, frac, ez, omb, rnd, ce, de, uc, na, nb)
+#: the row function of a kernel: each compiled variant binds this name in its own globals (:func:`.variants.variant`)
+_rows = None
 
 
-@njit(cache=True, _nrt=False)
-def _rows_g8(acc, av, ae, bv, be, work, frac, ez, omb, rnd, ce, de):
-    _rows_body(acc, av, ae, bv, be, work, 8, frac, ez, omb, rnd, ce, de)
+def _small_template(G):
+    """A kernel's template (:func:`_small_body`), calling the row function ``_rows`` (of group size G)."""
+    def kernel(a, b, c, af, bf, frac, ez, omb, rnd, ce, de, uc, na, nb):
+        return _small_body(a, b, c, af, bf, _rows, frac, ez, omb, rnd, ce, de, uc, na, nb)
+    return kernel
 
 
-@njit(cache=True)
-def _small_g8(a, b, c, af, bf, frac, ez, omb, rnd, ce, de, uc, na, nb):
-    return _small_body(a, b, c, af, bf, _rows_g8, frac, ez, omb, rnd, ce, de, uc, na, nb)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g16(acc, av, ae, bv, be, work, frac, ez, omb, rnd, ce, de):
-    _rows_body(acc, av, ae, bv, be, work, 16, frac, ez, omb, rnd, ce, de)
-
-
-@njit(cache=True)
-def _small_g16(a, b, c, af, bf, frac, ez, omb, rnd, ce, de, uc, na, nb):
-    return _small_body(a, b, c, af, bf, _rows_g16, frac, ez, omb, rnd, ce, de, uc, na, nb)
-
-
-@njit(cache=True, _nrt=False)
-def _rows_g32(acc, av, ae, bv, be, work, frac, ez, omb, rnd, ce, de):
-    _rows_body(acc, av, ae, bv, be, work, 32, frac, ez, omb, rnd, ce, de)
-
-
-@njit(cache=True)
-def _small_g32(a, b, c, af, bf, frac, ez, omb, rnd, ce, de, uc, na, nb):
-    return _small_body(a, b, c, af, bf, _rows_g32, frac, ez, omb, rnd, ce, de, uc, na, nb)
-
-
-SMALL_KERNELS = {4: _small_g4, 8: _small_g8, 16: _small_g16, 32: _small_g32}
+#: the kernels by group size
+SMALL_KERNELS = {G: variant(_small_template(G), f"_small_g{G}",
+                            {"_rows": variant(_rows_template(G), f"_rows_g{G}", cache=True, _nrt=False)}, cache=True)
+                 for G in (4, 8, 16, 32)}
 
 
 def small_gemm(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c, neg_a, neg_b):
