@@ -44,6 +44,7 @@ class Format:
 
     @property
     def is_float(self) -> bool:
+        """Whether the format is a floating-point one (f16, bf16, tf32, f32, f64, e4m3, e5m2)."""
         return self.kind == "float"
 
     @property

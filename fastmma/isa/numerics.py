@@ -34,6 +34,7 @@ class FusedDotRule:
     output: str | None = None
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         rnd = ("toward zero to f32" if self.rounding == "rz" else "to nearest even to f16")
         then = ", then converted to f16 (nearest even)" if self.output == "f16" else ""
         return (
@@ -53,6 +54,7 @@ class IntDotRule:
     satfinite: bool
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         end = "clamped to [-2^31, 2^31-1]" if self.satfinite else "wrapped modulo 2^32"
         return f"exact integer sum of C and {self.group} products, {end}"
 
@@ -65,6 +67,7 @@ class PopcRule:
     group: int
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         return f"C + popc(a {self.op.upper()} b) over k = {self.group}, wrapped modulo 2^32"
 
 
@@ -76,6 +79,7 @@ class FmaChainRule:
     rounding: str
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         return f"fma chain over k in increasing order starting from C, each step rounded .{self.rounding}"
 
 
@@ -102,6 +106,9 @@ def float_rule(atype: str, ctype: str, dtype: str, group: int) -> FusedDotRule:
 # built once per set of qualifiers, a single wgmma's call took a microsecond less (of 16-50).
 @functools.lru_cache(maxsize=None)
 def wgmma_rule(atype: str, dtype: str, k: int, satfinite: bool, op: str | None):
+    """The numerics rule of a ``wgmma.mma_async`` of A type ``atype``, D type ``dtype`` and
+    shape k ``k``: all k terms fused in one step for the floats, exact sums for integers
+    and b1 (recordings in tests/golden/wgmma)."""
     if atype == "b1":
         return PopcRule(op or "and", k)
     if atype in ("s8", "u8"):
@@ -133,6 +140,9 @@ def _exact_rule(atype: str, k: int, satfinite: bool, op: str | None, rounding: s
 @functools.lru_cache(maxsize=None)
 def wmma_rule(atype: str, ctype: str, dtype: str, k: int, satfinite: bool, op: str | None,
               rounding: str | None):
+    """The numerics rule of a ``wmma.mma``: as :func:`wgmma_rule`, but tf32 ``m16n16k8`` runs
+    as two groups of 4 and f64 as an FMA chain rounded ``rounding`` (recordings in
+    tests/golden/wmma)."""
     exact = _exact_rule(atype, k, satfinite, op, rounding)
     if exact is not None:
         return exact
@@ -168,6 +178,7 @@ class ConvertedF16Rule:
         return tuple(i for i in range(self.k) if i % 4 < 2) + tuple(i for i in range(self.k) if i % 4 >= 2)
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         return (f"A and B converted to f16; {self.k // 2} products with k % 4 in {{0, 1}}, then the other "
                 f"{self.k // 2}, each half by the f16 rule ({self.inner.describe()}), from +0; then C added "
                 f"with one addition rounded to nearest even, NaN canonical")
@@ -198,6 +209,7 @@ class SparseConvertedF16Rule(ConvertedF16Rule):
         return tuple(i for i in range(self.k) if not odd[i]) + tuple(i for i in range(self.k) if odd[i])
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         return (f"A and B converted to f16; of the {self.k} {self.columns}, those of the even 4-wide chunks, then "
                 f"those of the odd ones, each half by the f16 rule ({self.inner.describe()}), the first from +0 "
                 f"and the second onto it; then C added with one addition rounded to nearest even, NaN canonical")
@@ -242,6 +254,7 @@ class FfmaExpansionRule:
         return self.k
 
     def describe(self) -> str:
+        """The rule in one line of words, as ``fastmma explain`` prints it."""
         if self.order == "chain":
             return ("f16 converted to f32; s = fma(a3, b3, fma(a2, b2, fma(a1, b1, fma(a0, b0, +0)))), then C + s, "
                     "each step one f32 operation rounded to nearest even (subnormals kept, NaN canonical)")
