@@ -27,10 +27,23 @@ class ModuleCache(NamedTuple):
 
 
 def _dispatchers(module):
-    for obj in vars(module).values():
-        cache = getattr(obj, "_cache", None)
-        if hasattr(obj, "py_func") and obj.py_func.__module__ == module.__name__ and hasattr(cache, "_cache_file"):
-            yield cache
+    """The cached kernels ``module`` defines: its own names, and the variants in its tables
+    (dicts of kernels made by :mod:`fastmma.kernels.variants`)."""
+    for value in vars(module).values():
+        for obj in value.values() if isinstance(value, dict) else (value,):
+            cache = getattr(obj, "_cache", None)
+            if hasattr(obj, "py_func") and obj.py_func.__module__ == module.__name__ and \
+                    hasattr(cache, "_cache_file"):
+                yield cache
+
+
+def _modules(info, parent):
+    """The module ``info`` of ``parent``, and every module below it where it is a package."""
+    module = importlib.import_module(f"{parent.__name__}.{info.name}")
+    yield module
+    if info.ispkg:
+        for sub in pkgutil.walk_packages(module.__path__, module.__name__ + "."):
+            yield importlib.import_module(sub.name)
 
 
 def _entries(cache) -> tuple[int, bool]:
@@ -41,7 +54,8 @@ def _entries(cache) -> tuple[int, bool]:
 
 
 def cached_kernels() -> list[ModuleCache]:
-    """A :class:`ModuleCache` for every module of ``fastmma.kernels``, in name order.
+    """A :class:`ModuleCache` for every module of ``fastmma.kernels`` (a package's modules
+    counted together), in name order.
 
     Importing a module defines its kernels without compiling them.  Raises ``AttributeError``
     where numba's cache objects lack the attributes read here (a numba unlike those tested).
@@ -51,8 +65,7 @@ def cached_kernels() -> list[ModuleCache]:
 
     report = []
     for info in sorted(pkgutil.iter_modules(kernels.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{kernels.__name__}.{info.name}")
-        caches = list(_dispatchers(module))
+        caches = list({id(c): c for m in _modules(info, kernels) for c in _dispatchers(m)}.values())
         if not caches:
             continue
         counts = [_entries(c) for c in caches]

@@ -485,7 +485,7 @@ _A, _COLS, _B = np.ones((4, 8), np.float16), np.tile([0, 1, 4, 5, 8, 9, 12, 13],
 
 @pytest.mark.parametrize("call,error,needle", [
     (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="m64n8k16.f32.f16.f16"), InvalidInstructionError,
-     "not a valid short form"),
+     "fastmma.matmul takes the dense ones; short form m64n8k16.f32.f16.f16 reads as wgmma.mma_async"),
     (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction="wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"),
      InvalidInstructionError, "fastmma.matmul takes the dense ones"),
     (lambda: fastmma.matmul_sp(_A, _COLS, _B, instruction=3), InvalidInstructionError, "must be PTX text"),
