@@ -26,15 +26,14 @@ class ModuleCache(NamedTuple):
     where: tuple[str, ...]
 
 
-def _dispatchers(module):
-    """The cached kernels ``module`` defines: its own names, and the variants in its tables
-    (dicts of kernels made by :mod:`fastmma.kernels.variants`)."""
+def kernels_of(module):
+    """The cached numba kernels ``module`` defines: its own names, and the variants in its
+    tables (dicts of kernels made by :mod:`fastmma.kernels.variants`)."""
     for value in vars(module).values():
         for obj in value.values() if isinstance(value, dict) else (value,):
-            cache = getattr(obj, "_cache", None)
             if hasattr(obj, "py_func") and obj.py_func.__module__ == module.__name__ and \
-                    hasattr(cache, "_cache_file"):
-                yield cache
+                    hasattr(getattr(obj, "_cache", None), "_cache_file"):
+                yield obj
 
 
 def _modules(info, parent):
@@ -65,7 +64,7 @@ def cached_kernels() -> list[ModuleCache]:
 
     report = []
     for info in sorted(pkgutil.iter_modules(kernels.__path__), key=lambda i: i.name):
-        caches = list({id(c): c for m in _modules(info, kernels) for c in _dispatchers(m)}.values())
+        caches = list({id(k): k._cache for m in _modules(info, kernels) for k in kernels_of(m)}.values())
         if not caches:
             continue
         counts = [_entries(c) for c in caches]

@@ -97,23 +97,16 @@ def _warm_type(name: str) -> int:
     return calls
 
 
-def _dispatchers():
-    """Every numba dispatcher that fastmma's imported modules define."""
+def _counts() -> tuple[int, int]:
+    """numba's compiles and cache loads in this process, over fastmma's cached kernels
+    (:func:`fastmma.kernel_report.kernels_of`, the variant tables included)."""
     import sys
 
-    from numba.core.registry import CPUDispatcher
+    from .kernel_report import kernels_of
 
-    for module_name, module in list(sys.modules.items()):
-        if module_name.startswith("fastmma.") and module is not None:
-            for obj in list(vars(module).values()):
-                if isinstance(obj, CPUDispatcher):
-                    yield obj
-
-
-def _counts() -> tuple[int, int]:
-    """numba's compiles and cache loads in this process, over fastmma's dispatchers."""
     compiled = loaded = 0
-    for dispatcher in set(_dispatchers()):
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith("fastmma.") and m is not None]
+    for dispatcher in {id(k): k for m in modules for k in kernels_of(m)}.values():
         stats = dispatcher.stats
         compiled += sum(stats.cache_misses.values())
         loaded += sum(stats.cache_hits.values())
