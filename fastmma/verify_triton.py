@@ -254,6 +254,7 @@ def _device_half():
         return verify_device
     spec = importlib.util.spec_from_file_location("verify_device", Path(__file__).with_name("verify_device.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -29,6 +29,7 @@ def _package_file():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fastmma", "verify_triton.py")
     spec = importlib.util.spec_from_file_location("verify_triton", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
