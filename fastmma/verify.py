@@ -11,8 +11,11 @@ makes one device job a data style (the inputs as seeded recipes and a launch pla
 The instruction section (:class:`InstructionSection`) issues single ``wgmma.mma_async``,
 ``mma.sync`` and ``wmma`` instructions from CUDA C kernels with the instruction as inline PTX,
 generated per form and built with ``nvcc`` for sm_90a (as tools/record/gen.py builds the
-recordings' probes), launched through the CUDA driver API.  A section for whole Triton GEMMs
-plugs in the same way (:data:`SECTIONS`).  docs/verify.md describes the battery and its runs.
+recordings' probes), launched through the CUDA driver API.  The Triton section
+(:class:`TritonSection`) runs the whole GEMM kernels of tests/golden/triton
+(:mod:`fastmma.verify_triton`) compiled on the GPU and, for fastmma, in Triton's interpreter
+under :func:`fastmma.triton.emulate` in worker processes.  docs/verify.md describes the battery
+and its runs.
 
 Data styles (``meta.mode`` of a failure file, legend in its ``meta.mode_legend``): random bit
 patterns (NaN, inf and subnormals included), normal values with exponents spread over many
@@ -22,19 +25,21 @@ binades, and cancellation (C the negated product, a unit in the last place off i
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
 import platform
 import sys
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor
+import queue
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import mma_sync, wgmma, wmma
+from . import mma_sync, verify_triton, wgmma, wmma
 from .errors import FastmmaError, OperandError
 from .formats import get_format
 from .isa import parse
@@ -602,16 +607,25 @@ class Section:
     missing, in a few words), :meth:`forms` at a level, and for each form: :meth:`jobs` (the
     device jobs of each data style: inputs as recipes, a launch plan), :meth:`reference`
     (fastmma's outputs for the inputs), :meth:`finish` (the outputs to compare from what the
-    device brought back) and :meth:`meta` (the recordings' meta of a failure file).  The
-    instruction section's jobs run through :mod:`fastmma.verify_device`; a section that runs
-    otherwise (whole Triton kernels, say) overrides :meth:`device`."""
+    device brought back) and :meth:`meta` (the recordings' meta of a failure file, its keys
+    over the common ones).  The instruction section's jobs run through
+    :mod:`fastmma.verify_device`; a section that runs otherwise overrides :meth:`device`, one
+    whose reference is computed elsewhere :meth:`references`."""
     name = "?"
+    replay = "fastmma conform FILE"  # how a failure file is replayed
 
     def missing(self) -> str | None:
         raise NotImplementedError
 
     def forms(self, full: bool) -> list[Form]:
         raise NotImplementedError
+
+    def cases_per_style(self, level: str) -> int:
+        return LEVELS[level][0]
+
+    def reference_missing(self) -> str | None:
+        """What fastmma's side lacks here (``--import`` on another machine): None, or a few words."""
+        return None
 
     def sources(self, forms: list[Form]) -> list[str]:
         """CUDA sources of the forms' kernels, compiled side by side."""
@@ -624,6 +638,16 @@ class Section:
     def reference(self, form: Form, arrays: dict) -> dict:
         return FAMILIES[form.family].reference(form, arrays)
 
+    def references(self, forms: list[Form], arrays: list[dict], jobs: int = 1, log=None) -> list[tuple[dict, float]]:
+        """``(outputs, seconds)`` of :func:`compute` for each form's inputs, in ``jobs``
+        processes (numba compiles each kernel the first time, in parallel there)."""
+        if jobs > 1 and len(forms) > 1:
+            import multiprocessing
+
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                return list(pool.map(compute, [self] * len(forms), forms, arrays))
+        return [compute(self, f, a) for f, a in zip(forms, arrays)]
+
     def finish(self, form: Form, out: dict) -> dict:
         return FAMILIES[form.family].finish(form, out)
 
@@ -635,23 +659,29 @@ class Section:
         return run_jobs(sources, jobs, log)
 
 
+def gpu_missing() -> str | None:
+    """What is missing for a run on an sm_90 GPU through PyTorch: None, or a few words."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch (import torch failed)"
+    if not torch.cuda.is_available():
+        return "a CUDA GPU (torch.cuda.is_available() is False)"
+    cap = torch.cuda.get_device_capability(0)
+    if cap != (9, 0):
+        return f"an sm_90 GPU (H100/H200); device 0 is {torch.cuda.get_device_name(0)}, sm_{cap[0]}{cap[1]}"
+    return None
+
+
 class InstructionSection(Section):
     """Single wgmma, mma.sync and wmma instructions, kernels built with nvcc on the spot."""
     name = "instructions"
 
     def missing(self) -> str | None:
-        try:
-            import torch
-        except ImportError:
-            return "PyTorch (import torch failed)"
-        if not torch.cuda.is_available():
-            return "a CUDA GPU (torch.cuda.is_available() is False)"
-        cap = torch.cuda.get_device_capability(0)
-        if cap != (9, 0):
-            return f"an sm_90 GPU (H100/H200); device 0 is {torch.cuda.get_device_name(0)}, sm_{cap[0]}{cap[1]}"
-        if find_nvcc() is None:
+        why = gpu_missing()
+        if why is None and find_nvcc() is None:
             return "nvcc (the CUDA compiler: on PATH or in $CUDA_HOME/bin)"
-        return None
+        return why
 
     def forms(self, full: bool) -> list[Form]:
         return [f for family in FAMILIES.values() for f in family.forms(full)]
@@ -661,16 +691,108 @@ class InstructionSection(Section):
         return ["".join(FAMILIES[f.family].kernel(kernel_name(f), f) for f in g) for g in groups]
 
 
+# ---------------------------------------------------------------- whole Triton kernels
+
+
+#: level -> launches of a Triton form a data style (each a whole GEMM of thousands of outputs)
+TRITON_LEVELS = {"quick": 1, "full": 4}
+TRITON_CANCEL = ("cancellation: operands within +-3 binades; C the negated D of a first run with C = 0 (a unit in "
+                 "the last place off in half), or, where the kernel starts from tl.zeros, B's odd rows its even rows "
+                 "and A's odd columns its even columns negated (a unit off in half), so that pairs of products cancel")
+
+
+def triton_form(case: verify_triton.Case) -> Form:
+    return Form("triton", "triton." + case.name, {"case": case})
+
+
+def triton_job(case: verify_triton.Case, seed: list, count: int, style: str) -> dict:
+    """``count`` launches of ``case`` in a data style: A, B and (where the kernel loads it) C
+    drawn as :func:`drawn` draws the instructions' operands; cancellation as
+    :data:`TRITON_CANCEL` says."""
+    m, n, k = case.mnk
+    store = verify_triton.STORAGE
+    inputs = {"a": drawn(seed + [1], case.atype, (count, m, k), style, dtype=store[case.atype]),
+              "b": drawn(seed + [2], case.btype, (count, k, n), style, dtype=store[case.btype])}
+    if case.load_c:
+        inputs["c"] = drawn(seed + [3], case.out, (count, m, n), style, "c", store[case.out])
+    job = {"inputs": inputs, "plan": {"case": case.fields()}}
+    if style == "cancel" and case.load_c:
+        job["cancel"] = cancel_spec(seed + [9], case.out, "d", "c", zero=["c"])
+    elif style == "cancel":
+        inputs["a"] = {"paired": inputs["a"], "axis": -1, "negate": format_fields(case.atype), "seed": seed + [8]}
+        inputs["b"] = {"paired": inputs["b"], "axis": -2}
+    return job
+
+
 class TritonSection(Section):
-    """Whole Triton GEMM kernels through ``fastmma.triton``: added once that module exists."""
+    """Whole Triton GEMM kernels (:mod:`fastmma.verify_triton`'s kernel and cases), compiled
+    and run on the GPU, and run in Triton's interpreter under :func:`fastmma.triton.emulate` in
+    worker processes (:class:`fastmma.verify_triton.Interpreter`): ``interpreter``, one to use
+    for every form (the tests share one), else one a process of ``--jobs``."""
     name = "triton"
+    replay = "put the file in tests/golden/triton; tests/test_triton.py replays it"
+
+    def __init__(self, interpreter=None):
+        self.interpreter = interpreter
 
     def missing(self) -> str | None:
+        why = gpu_missing()
+        if why:
+            return why
         try:
-            from . import triton  # noqa: F401
-        except Exception:  # noqa: BLE001 - absent, or its own needs (triton, torch) are
-            return "fastmma.triton (not part of this fastmma, or it cannot be imported here)"
-        return "a Triton section (fastmma.verify has none yet)"
+            import triton  # noqa: F401
+        except ImportError:
+            return "Triton (import triton failed)"
+        if os.environ.get("TRITON_INTERPRET", "0").strip().lower() not in ("", "0", "false", "off", "no"):
+            return "a Triton that compiles for the GPU (TRITON_INTERPRET is set in this process: unset it)"
+        return None
+
+    def cases_per_style(self, level: str) -> int:
+        return TRITON_LEVELS[level]
+
+    def reference_missing(self) -> str | None:
+        found = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is not None]
+        return None if len(found) == 2 else "PyTorch and Triton here, for Triton's interpreter"
+
+    def forms(self, full: bool) -> list[Form]:
+        cases = verify_triton.CASES + verify_triton.CHECK_CASES
+        return [triton_form(c) for c in cases if full or c.name in verify_triton.QUICK]
+
+    def jobs(self, form: Form, seed: int, per_style: int) -> list[dict]:
+        base = [int(seed), zlib.crc32(form.name.encode())]
+        return [triton_job(form.spec["case"], base + [i], per_style, style) for i, style in enumerate(STYLES)]
+
+    def device(self, sources: list[str], jobs: list[dict], log) -> list[dict]:
+        return verify_triton.run_jobs(jobs, "cuda", log)
+
+    def reference(self, form: Form, arrays: dict) -> dict:
+        return self.references([form], [arrays])[0][0]
+
+    def references(self, forms: list[Form], arrays: list[dict], jobs: int = 1, log=None) -> list[tuple[dict, float]]:
+        """Each form in the interpreter, the forms taken in turn by ``jobs`` workers (at most 8:
+        each holds torch and triton) or by the shared ``interpreter``."""
+        if self.interpreter is not None:
+            return self.interpreter.compute([f.spec["case"] for f in forms], arrays)
+        todo, out = queue.SimpleQueue(), [None] * len(forms)
+        for i in range(len(forms)):
+            todo.put(i)
+
+        def drain(_):
+            with verify_triton.Interpreter() as worker:
+                while not todo.empty():
+                    i = todo.get()
+                    out[i] = worker.compute([forms[i].spec["case"]], [arrays[i]])[0]
+
+        with ThreadPoolExecutor(max(1, min(jobs, len(forms), 8))) as pool:
+            list(pool.map(drain, range(max(1, min(jobs, len(forms), 8)))))
+        return out
+
+    def finish(self, form: Form, out: dict) -> dict:
+        return out
+
+    def meta(self, form: Form) -> dict:
+        legend = {str(m): TRITON_CANCEL if style == "cancel" else text for style, (m, text) in STYLES.items()}
+        return {**verify_triton.case_meta(form.spec["case"]), "mode_legend": legend}
 
 
 #: The battery, in order.  A section whose :meth:`Section.missing` names something is
@@ -734,8 +856,7 @@ def compute(section: Section, form: Form, arrays: dict) -> tuple[dict, float]:
 
 def results(section: Section, forms: list[Form], per_style: int, done: list[dict], jobs: int = 1, log=None) -> list:
     """:class:`FormResult` of each form from its jobs' inputs and outputs (a job a style, in
-    order), with fastmma's outputs computed in ``jobs`` processes (numba compiles each kernel
-    the first time, in parallel there)."""
+    order), with fastmma's outputs computed by :meth:`Section.references` in ``jobs`` processes."""
     grouped = [done[i * len(STYLES):(i + 1) * len(STYLES)] for i in range(len(forms))]
     arrays = []
     for form, parts in zip(forms, grouped):
@@ -743,13 +864,7 @@ def results(section: Section, forms: list[Form], per_style: int, done: list[dict
         a["mode"] = np.repeat([STYLES[s][0] for s in STYLES], per_style).astype(np.uint8)
         arrays.append(a)
     t0 = time.perf_counter()
-    if jobs > 1 and len(forms) > 1:
-        import multiprocessing
-
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            cpu = list(pool.map(compute, [section] * len(forms), forms, arrays))
-    else:
-        cpu = [compute(section, f, a) for f, a in zip(forms, arrays)]
+    cpu = section.references(forms, arrays, jobs, log)
     if log:
         log(f"{section.name}: fastmma computed {len(forms)} forms in {time.perf_counter() - t0:.1f} s ({jobs} processes)")
     styles = [s for s in STYLES for _ in range(per_style)]
@@ -762,7 +877,7 @@ def chosen_forms(section: Section, level: str, only=None) -> list[Form]:
 
 
 def all_jobs(section: Section, forms: list[Form], seed: int, level: str) -> list[dict]:
-    return [job for f in forms for job in section.jobs(f, seed, LEVELS[level][0])]
+    return [job for f in forms for job in section.jobs(f, seed, section.cases_per_style(level))]
 
 
 def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, forms=None, jobs: int = 1) -> dict:
@@ -777,46 +892,84 @@ def run_battery(level: str = "quick", seed: int = 0, sections=None, log=None, fo
             continue
         chosen = chosen_forms(section, level, forms)
         done = section.device(section.sources(chosen), all_jobs(section, chosen, seed, level), log)
-        ran += results(section, chosen, LEVELS[level][0], done, jobs, log)
+        ran += results(section, chosen, section.cases_per_style(level), done, jobs, log)
     return {"ran": ran, "skipped": skipped}
 
 
+#: sections that ``--export`` writes, and the prefix of their result files
+EXPORTED = {"instructions": "results", "triton": "triton-results"}
+
+
+def exported_sections() -> list[Section]:
+    return [InstructionSection(), TritonSection()]
+
+
 def export(folder: Path, level: str, seed: int, forms=None) -> int:
-    """The instruction section's battery as jobs for a GPU machine without numba:
-    ``python3 fastmma/verify_device.py FOLDER FOLDER`` runs them there, ``fastmma verify
-    --import FOLDER`` computes them with fastmma and reports."""
-    section = InstructionSection()
-    chosen = chosen_forms(section, level, forms)
+    """The battery as jobs for a GPU machine without numba: ``python3
+    fastmma/verify_device.py FOLDER FOLDER`` runs them there, ``fastmma verify --import
+    FOLDER`` computes them with fastmma and reports.  ``jobs.json`` holds the instruction
+    section's forms, CUDA sources and jobs at its top level and the Triton section's forms and
+    jobs under ``"triton"``."""
+    spec, count = {"level": level, "seed": seed}, 0
+    for section in exported_sections():
+        chosen = chosen_forms(section, level, forms)
+        part = {"forms": [f.name for f in chosen], "sources": section.sources(chosen),
+                "jobs": all_jobs(section, chosen, seed, level)}
+        if section.name == "instructions":
+            spec.update(part)
+        else:
+            spec[section.name] = part
+        count += len(chosen)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "jobs.json").write_text(json.dumps({
-        "level": level, "seed": seed, "forms": [f.name for f in chosen], "sources": section.sources(chosen),
-        "jobs": all_jobs(section, chosen, seed, level)}))
-    return len(chosen)
+    (folder / "jobs.json").write_text(json.dumps(spec))
+    return count
 
 
-def import_results(folder: Path, jobs: int = 1, log=None) -> tuple[dict, dict, str, int]:
-    """``(battery result, device environment, level, seed)`` of an exported battery that the
-    device half has run (``results.*.npz`` and ``device.json`` in ``folder``)."""
-    section = InstructionSection()
-    shards = sorted(folder.glob("results.*.npz"))
-    if not (folder / "jobs.json").exists() or not shards or not (folder / "device.json").exists():
-        raise OperandError(f"--import {folder}: needs jobs.json (fastmma verify --export) and results.*.npz and "
-                           f"device.json (python3 fastmma/verify_device.py {folder} {folder} on the GPU machine)")
-    spec = json.loads((folder / "jobs.json").read_text())
-    by_name = {f.name: f for f in section.forms(True) + section.forms(False)}
-    unknown = [name for name in spec["forms"] if name not in by_name]
-    if unknown:
-        raise OperandError(f"--import {folder}: forms this fastmma does not have ({', '.join(unknown[:3])}); "
-                           "export and import with the same fastmma")
-    done = [{"inputs": {}, "outputs": {}} for _ in spec["jobs"]]
+def load_done(folder: Path, prefix: str, count: int) -> list[dict] | None:
+    """The inputs and outputs of ``count`` jobs from ``{prefix}.*.npz``; None where there are none."""
+    shards = sorted(folder.glob(f"{prefix}.*.npz"))
+    if not shards:
+        return None
+    done = [{"inputs": {}, "outputs": {}} for _ in range(count)]
     for path in shards:
         with np.load(path) as data:
             for key in data.files:
                 i, part, name = key.split(".", 2)
                 done[int(i)][part][name] = data[key]
-    forms = [by_name[name] for name in spec["forms"]]
-    ran = results(section, forms, LEVELS[spec["level"]][0], done, jobs, log)
-    return {"ran": ran, "skipped": {}}, json.loads((folder / "device.json").read_text()), spec["level"], spec["seed"]
+    return done
+
+
+def import_results(folder: Path, jobs: int = 1, log=None) -> tuple[dict, dict, str, int]:
+    """``(battery result, device environment, level, seed)`` of an exported battery that the
+    device half has run (``results.*.npz``, ``triton-results.*.npz`` and ``device.json`` in
+    ``folder``); a section whose results are absent is skipped, with the device half's reason."""
+    if not (folder / "jobs.json").exists() or not (folder / "device.json").exists():
+        raise OperandError(f"--import {folder}: needs jobs.json (fastmma verify --export) and results.*.npz and "
+                           f"device.json (python3 fastmma/verify_device.py {folder} {folder} on the GPU machine)")
+    spec, env = json.loads((folder / "jobs.json").read_text()), json.loads((folder / "device.json").read_text())
+    ran, skipped = [], {}
+    for section in exported_sections():
+        part = spec if section.name == "instructions" else spec.get(section.name, {"forms": [], "jobs": []})
+        if not part["forms"]:
+            continue
+        by_name = {f.name: f for f in section.forms(True) + section.forms(False)}
+        unknown = [name for name in part["forms"] if name not in by_name]
+        if unknown:
+            raise OperandError(f"--import {folder}: forms this fastmma does not have ({', '.join(unknown[:3])}); "
+                               "export and import with the same fastmma")
+        done = load_done(folder, EXPORTED[section.name], len(part["jobs"]))
+        why = (env.get(f"{section.name}_skipped", f"its results ({EXPORTED[section.name]}.*.npz)") if done is None
+               else section.reference_missing())
+        if why:
+            skipped[section.name] = why
+            continue
+        forms = [by_name[name] for name in part["forms"]]
+        ran += results(section, forms, section.cases_per_style(spec["level"]), done, jobs, log)
+    if not ran:
+        raise OperandError(f"--import {folder}: nothing to compare: " + "; ".join(
+            f"{name}: missing {why}" for name, why in skipped.items()) + f" (python3 fastmma/verify_device.py {folder} "
+            f"{folder} on the GPU machine writes the results)")
+    return {"ran": ran, "skipped": skipped}, env, spec["level"], spec["seed"]
 
 
 # ---------------------------------------------------------------- report and failure files
@@ -828,12 +981,13 @@ SHOWN_WORDS = 8  # input words and differing outputs shown per case
 
 def _hex_words(x: np.ndarray, most: int = SHOWN_WORDS) -> str:
     flat = np.asarray(x).reshape(-1)
+    flat = flat.view(f"u{flat.dtype.itemsize}") if flat.dtype.kind == "i" else flat  # an s32's bits, not its value
     width = flat.dtype.itemsize * 2
     text = " ".join(f"{int(v):0{width}x}" for v in flat[:most])
     return text + (f" ... ({flat.size} in all)" if flat.size > most else "")
 
 
-def form_entry(res: FormResult, failure_file: str | None) -> dict:
+def form_entry(res: FormResult, failure_file: str | None, replay: str = Section.replay) -> dict:
     differ = res.differ()
     entry = {"section": res.section, "form": res.form.name, "family": res.form.family, "cases": res.cases,
              "outputs": int(sum(np.asarray(v).size for v in res.gpu.values())),
@@ -846,28 +1000,28 @@ def form_entry(res: FormResult, failure_file: str | None) -> dict:
         for k, d in differ.items():
             for idx in np.argwhere(d[case])[:0 if res.error else SHOWN_WORDS]:
                 idx = tuple(int(i) for i in idx)
-                g, c = np.asarray(res.gpu[k])[case][idx], np.asarray(res.cpu[k])[case][idx]
-                w = np.asarray(g).dtype.itemsize * 2
-                ex["outputs"].append({"output": k, "index": list(idx), "gpu": f"{int(g):0{w}x}", "fastmma": f"{int(c):0{w}x}"})
+                g, c = (_hex_words(np.asarray(v[k])[case][idx]) for v in (res.gpu, res.cpu))
+                ex["outputs"].append({"output": k, "index": list(idx), "gpu": g, "fastmma": c})
         examples.append(ex)
     entry["examples"] = examples
     if res.error:
         entry["fastmma_error"] = res.error
     if failure_file:
-        entry["failure_file"] = failure_file
+        entry["failure_file"], entry["replay"] = failure_file, replay
     return entry
 
 
 def write_failures(res: FormResult, section: Section, folder: Path, env: dict) -> Path:
-    """The form's failing cases with the GPU's outputs, as a recording (FORMAT v1)."""
+    """The form's failing cases with the GPU's outputs, as a recording (FORMAT v1; the
+    section's meta over the common keys)."""
     sel = res.failed_cases()
     arrays = {k: np.asarray(v)[sel] for k, v in res.arrays.items()}
     arrays.update({k: np.asarray(v)[sel] for k, v in res.gpu.items()})
-    meta = dict(section.meta(res.form))
-    meta.update({"format_version": 1, "family": res.form.family, "variant": res.form.name, "target": "sm_90a",
-                 "split": "verify", "case_index": [int(i) for i in sel], "n_cases": int(len(sel)),
-                 "mode_legend": {str(m): text for m, text in STYLES.values()}, **{f"device_{k}": v for k, v in env.items()},
-                 "gpu": env.get("gpu"), "driver_version": env.get("driver"), "date_utc": env.get("date_utc")})
+    meta = {"format_version": 1, "family": res.form.family, "variant": res.form.name, "target": "sm_90a",
+            "split": "verify", "case_index": [int(i) for i in sel], "n_cases": int(len(sel)),
+            "mode_legend": {str(m): text for m, text in STYLES.values()}, **{f"device_{k}": v for k, v in env.items()},
+            "gpu": env.get("gpu"), "driver_version": env.get("driver"), "date_utc": env.get("date_utc"),
+            **section.meta(res.form)}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{res.form.name}.npz"
     arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8).copy()
@@ -882,7 +1036,7 @@ def report(result: dict, env: dict, level: str, seed: int, failures: Path | None
         path = None
         if failures is not None and len(res.failed_cases()):
             path = str(write_failures(res, by_name[res.section], failures, env))
-        forms.append(form_entry(res, path))
+        forms.append(form_entry(res, path, by_name[res.section].replay))
     totals = {k: sum(f[k] for f in forms) for k in ("cases", "outputs", "mismatches", "failed_cases")}
     totals["forms"], totals["forms_failed"] = len(forms), sum(1 for f in forms if f["failed_cases"])
     return {"environment": env, "level": level, "seed": seed, "skipped": result["skipped"], "totals": totals,
@@ -906,7 +1060,7 @@ def render(rep: dict) -> str:
             lines += [f"      {o['output']}[{', '.join(map(str, o['index']))}]: gpu {o['gpu']} fastmma {o['fastmma']}"
                       for o in ex["outputs"]]
         if f.get("failure_file"):
-            lines.append(f"    failing cases written to {f['failure_file']} (replay: fastmma conform FILE)")
+            lines.append(f"    failing cases written to {f['failure_file']} (replay: {f['replay']})")
     t = rep["totals"]
     lines.append(f"total: {t['forms']} forms, {t['cases']} cases, {t['outputs']} outputs, {t['mismatches']} mismatches "
                  f"in {t['failed_cases']} cases of {t['forms_failed']} forms")
@@ -952,7 +1106,8 @@ def main(args, sections=None, out=None) -> int:
 
 def add_parser(sub) -> None:
     """The ``verify`` subcommand of :mod:`fastmma.cli`."""
-    p = sub.add_parser("verify", help="run single instructions on this machine's sm_90 GPU and compare every bit")
+    p = sub.add_parser("verify", help="run single instructions and Triton kernels on this machine's sm_90 GPU and compare "
+                       "every bit")
     level = p.add_mutually_exclusive_group()
     level.add_argument("--quick", action="store_true", help="a spread of the forms, 8 cases a data style (default)")
     level.add_argument("--full", action="store_true", help="every form, 64 cases a data style")

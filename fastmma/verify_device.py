@@ -105,7 +105,11 @@ def make_array(recipe: dict) -> np.ndarray:
     """An input array from its recipe: ``{"value", "dtype"}`` (literal), ``{"choice": values,
     "random": seed, "shape", "dtype"}`` (values drawn at random), ``{"random": seed,
     "format", "style", "role", "shape", "dtype"}`` (elements of the format in the style, as
-    many as fill the shape), or ``{"concat": [recipes]}`` (joined along the last axis)."""
+    many as fill the shape), ``{"concat": [recipes]}`` (joined along the last axis) or
+    ``{"paired": recipe, "axis"}`` (the odd slices along ``axis`` set to the even ones before
+    them, :func:`negated` where ``"negate"`` gives the format and ``"seed"``)."""
+    if "paired" in recipe:
+        return paired(make_array(recipe["paired"]), recipe["axis"], recipe.get("negate"), recipe.get("seed"))
     if "value" in recipe:
         return np.array(recipe["value"], recipe["dtype"])
     if "choice" in recipe:
@@ -131,6 +135,17 @@ def negated(x: np.ndarray, fmt: dict, seed) -> np.ndarray:
         flip = (rng.random(e.shape) < 0.5).astype(e.dtype)
         out = e ^ e.dtype.type(1 << (fmt["bits"] - 1)) ^ flip
     return out.view(x.dtype).reshape(x.shape)
+
+
+def paired(x: np.ndarray, axis: int, negate: dict | None = None, seed=None) -> np.ndarray:
+    """``x`` with slice ``2j + 1`` along ``axis`` a copy of slice ``2j`` (negated, a unit in
+    the last place off in half, where ``negate`` gives the format): pairs of k-terms of a
+    product whose sum cancels.  A last odd slice stays as drawn."""
+    x = np.array(x)
+    ax = axis % x.ndim
+    even = x[(slice(None),) * ax + (slice(0, x.shape[ax] // 2 * 2, 2),)]
+    x[(slice(None),) * ax + (slice(1, None, 2),)] = even if negate is None else negated(even, negate, seed)
+    return x
 
 
 def relaid(mem: np.ndarray, rows: int, cols: int, bits: int, src: str, dst: str) -> np.ndarray:
@@ -294,19 +309,41 @@ def main(folder: str, out: str) -> int:
     """Run an exported battery (``jobs.json`` in ``folder``) and write every job's inputs and
     outputs and the machine's versions to ``out`` (:func:`write_results`)."""
     spec = json.loads((Path(folder) / "jobs.json").read_text())
-    done = run_jobs(spec["sources"], spec["jobs"], log=lambda text: print(text, flush=True))
+    log = lambda text: print(text, flush=True)  # noqa: E731
+    done = run_jobs(spec["sources"], spec["jobs"], log) if spec["jobs"] else []
+    info = device_info()
+    triton_done = None
+    if spec.get("triton", {}).get("jobs"):
+        try:
+            triton_done = _triton_half().run_jobs(spec["triton"]["jobs"], "cuda", log)
+        except ImportError as exc:  # no triton here: the instructions are reported alone
+            info["triton_skipped"] = f"Triton on the GPU machine ({exc})"
+            log(f"Triton jobs skipped: {exc}")
     if out != "-":  # "-": a timing run, nothing kept
-        write_results(Path(out), done, device_info())
+        write_results(Path(out), done, info)
+        if triton_done is not None:
+            write_results(Path(out), triton_done, info, prefix="triton-results")
     return 0
 
 
-def write_results(out: Path, done: list[dict], info: dict, shards: int = 6) -> None:
-    """Every job's inputs and outputs in ``results.{s}.npz`` (``shards`` files of consecutive
+def _triton_half():
+    """fastmma/verify_triton.py, loaded from this file's folder (it needs numpy, torch and triton only)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("verify_triton", Path(__file__).with_name("verify_triton.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_results(out: Path, done: list[dict], info: dict, shards: int = 6, prefix: str = "results") -> None:
+    """Every job's inputs and outputs in ``{prefix}.{s}.npz`` (``shards`` files of consecutive
     jobs, so that no file grows too large to move) and ``device.json`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    size = -(-len(done) // shards)
+    size = max(1, -(-len(done) // shards))
     for s in range(shards):
-        np.savez_compressed(out / f"results.{s}.npz", **{f"{i}.{part}.{k}": v for i, d in enumerate(done)
+        np.savez_compressed(out / f"{prefix}.{s}.npz", **{f"{i}.{part}.{k}": v for i, d in enumerate(done)
                                                          if i // size == s for part in ("inputs", "outputs")
                                                          for k, v in d[part].items()})
     (out / "device.json").write_text(json.dumps(info, indent=1))
