@@ -29,10 +29,10 @@ import importlib.util
 import json
 import os
 import platform
+import queue
 import sys
 import time
 import zlib
-import queue
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -779,12 +779,16 @@ class TritonSection(Section):
 
         def drain(_):
             with verify_triton.Interpreter() as worker:
-                while not todo.empty():
-                    i = todo.get()
+                while True:
+                    try:
+                        i = todo.get_nowait()
+                    except queue.Empty:
+                        return
                     out[i] = worker.compute([forms[i].spec["case"]], [arrays[i]])[0]
 
-        with ThreadPoolExecutor(max(1, min(jobs, len(forms), 8))) as pool:
-            list(pool.map(drain, range(max(1, min(jobs, len(forms), 8)))))
+        workers = max(1, min(jobs, len(forms), 8))
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(drain, range(workers)))
         return out
 
     def finish(self, form: Form, out: dict) -> dict:
