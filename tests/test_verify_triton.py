@@ -223,17 +223,35 @@ def test_numpy_gemm_is_caught_but_exact_integers_match(tmp_path, capsys, worker)
 
 
 def test_export_run_elsewhere_and_import(tmp_path, capsys, worker, monkeypatch):
-    """--export writes the Triton jobs beside the instructions'; run by a stand-in GPU into
-    triton-results.*.npz, --import computes and compares them."""
+    """--export writes the Triton jobs beside the instructions'; the device half's main runs
+    them (by a stand-in GPU) into triton-results.*.npz, --import computes and compares them."""
     folder = tmp_path / "battery"
     assert cli.main(["verify", "--export", str(folder), "--only", "triton.mma.ieee", "--seed", "3"]) == 0
     spec = json.loads((folder / "jobs.json").read_text())
     assert spec["forms"] == [] and spec["triton"]["forms"] == ["triton.mma.ieee"]
     assert len(spec["triton"]["jobs"]) == len(verify.STYLES)
-    verify_device.write_results(folder, flipped(spec["triton"]["jobs"]), {"gpu": "fake"}, prefix="triton-results")
+    monkeypatch.setattr(verify_device, "_triton_half", lambda: argparse.Namespace(
+        run_jobs=lambda jobs, device, log: flipped(jobs)))
+    monkeypatch.setattr(verify_device, "device_info", lambda: {"gpu": "fake"})
+    assert verify_device.main(str(folder), str(folder)) == 0
     monkeypatch.setattr(verify, "exported_sections", lambda: [verify.InstructionSection(), verify.TritonSection(worker)])
     report = tmp_path / "imported"
     assert cli.main(["verify", "--import", str(folder), "--report", str(report), "--jobs", "1"]) == 1
     rep = json.loads(report.with_suffix(".json").read_text())
     assert rep["environment"]["gpu"] == "fake" and [f["form"] for f in rep["forms"]] == ["triton.mma.ieee"]
     assert rep["forms"][0]["mismatches"] == PER_STYLE
+
+
+def test_import_says_why_the_device_half_skipped_triton(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "battery"
+    assert cli.main(["verify", "--export", str(folder), "--only", "triton.s8"]) == 0
+
+    def no_triton():
+        raise ImportError("No module named 'triton'")
+
+    monkeypatch.setattr(verify_device, "_triton_half", no_triton)
+    monkeypatch.setattr(verify_device, "device_info", lambda: {"gpu": "fake"})
+    assert verify_device.main(str(folder), str(folder)) == 0
+    assert not list(folder.glob("triton-results.*.npz"))
+    assert cli.main(["verify", "--import", str(folder)]) == 2
+    assert "triton: missing Triton on the GPU machine" in capsys.readouterr().err
