@@ -8,8 +8,8 @@ formats' parameters) into their code, so numba's stamp would keep old machine co
 after a change to one of those modules alone.
 
 So every function that fastmma defines is stamped with :func:`stamp_for` its file: a hash of
-the modules every kernel may be built from (:data:`KERNEL_SOURCES`) and of the function's own
-file.  A change to one of them compiles the affected kernels afresh when next called; a change
+the code (comments and docstrings left out, :func:`code_of`) of the modules every kernel may be
+built from (:data:`KERNEL_SOURCES`) and of the function's own file.  A change to one of them compiles the affected kernels afresh when next called; a change
 anywhere else (the command line, the docs, the PTX interpreter) compiles nothing.
 :func:`install` puts locators with this stamp ahead of numba's own, one for each of the places
 numba would keep the cache (``$NUMBA_CACHE_DIR``, ``__pycache__`` beside the source, the
@@ -21,6 +21,7 @@ the package keep numba's stamp.  Where numba's caching module lacks the classes 
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 from pathlib import Path
@@ -42,15 +43,35 @@ _NUMBA_LOCATORS = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCa
 KERNEL_SOURCES = ("kernels", "formats.py", "errors.py", "isa/numerics.py", "codegen.py", "kernel_cache.py")
 
 
+def code_of(path: Path) -> bytes:
+    """What a Python file computes, without its comments and docstrings: the dump of its
+    syntax tree (no line numbers) with each module's, class's and function's docstring
+    removed, so that rewording a comment or a docstring leaves every kernel's cache valid.
+    A file that does not parse is taken byte for byte."""
+    source = path.read_bytes()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
+
+
 def source_stamp(root: Path, names=None) -> str:
-    """A SHA-256 of the relative paths and contents of every ``.py`` file under ``root``
-    (only those under ``names``, files or folders relative to ``root``, where given)."""
+    """A SHA-256 of the relative paths and the code (:func:`code_of`) of every ``.py`` file
+    under ``root`` (only those under ``names``, files or folders relative to ``root``, where
+    given)."""
     paths = root.rglob("*.py") if names is None else (
         p for name in names for p in ((root / name).rglob("*.py") if (root / name).is_dir() else [root / name]))
     digest = hashlib.sha256()
     for path in sorted(set(paths)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+        digest.update(code_of(path) + b"\0")
     return digest.hexdigest()
 
 
@@ -67,7 +88,7 @@ def stamp_for(py_file: str) -> str:
     relative = Path(py_file).resolve().relative_to(PACKAGE).as_posix()
     if any(relative == name or relative.startswith(name + "/") for name in KERNEL_SOURCES):
         return kernel_stamp()
-    return hashlib.sha256((kernel_stamp() + relative).encode() + Path(py_file).read_bytes()).hexdigest()
+    return hashlib.sha256((kernel_stamp() + relative).encode() + code_of(Path(py_file))).hexdigest()
 
 
 def _in_package(py_file: str) -> bool:

@@ -53,6 +53,23 @@ def test_source_stamp_follows_every_file_and_its_path(tmp_path):
     assert kernel_cache.source_stamp(tmp_path) != first
 
 
+def test_source_stamp_ignores_comments_and_docstrings_but_not_code(tmp_path):
+    """Rewording a comment or a docstring keeps the stamp (no kernel compiles again); a
+    changed string that is not a docstring, or a changed statement, changes it."""
+    path = tmp_path / "k.py"
+    path.write_text('"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # why\n\nS = "text"\n')
+    first = kernel_cache.source_stamp(tmp_path)
+    path.write_text('"""Module, reworded."""\n\n\ndef f(x):\n    """Other doc."""\n    # a new comment\n'
+                    '    return x + 1\n\nS = "text"\n')
+    assert kernel_cache.source_stamp(tmp_path) == first
+    path.write_text('"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 2  # why\n\nS = "text"\n')
+    assert kernel_cache.source_stamp(tmp_path) != first
+    path.write_text('"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # why\n\nS = "other"\n')
+    assert kernel_cache.source_stamp(tmp_path) != first
+    path.write_text('"""Module."""\n\ndef f(x):\n    return x + 1\n\nS = "text"\n')
+    assert kernel_cache.source_stamp(tmp_path) == first
+
+
 CALL = """
 import json, fastmma
 from fastmma.kernels.fused_dot import round_to_format
@@ -64,8 +81,8 @@ print(json.dumps({"file": fastmma.__file__, "bits": bits,
 
 
 def test_a_change_to_another_module_compiles_the_kernel_afresh(tmp_path):
-    """``fused_dot.round_to_format`` calls ``decode.decode_float``: a change to decode.py
-    alone must not load the code compiled before it (numba's own stamp hashes fused_dot.py
+    """``fused_dot.round_to_format`` calls ``decode.decode_float``: a change to decode.py's
+    code alone must not load the code compiled before it, a new comment there must (numba's own stamp hashes fused_dot.py
     only).  A copy of the package, its own cache, three fresh processes."""
     shutil.copytree(os.path.dirname(fastmma.__file__), tmp_path / "fastmma",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -84,7 +101,11 @@ def test_a_change_to_another_module_compiles_the_kernel_afresh(tmp_path):
     again = run()
     assert (again["hits"], again["misses"]) == (1, 0) and again["bits"] == first["bits"]
     with open(tmp_path / "fastmma" / "kernels" / "decode.py", "a") as f:
-        f.write("\n# edited\n")
+        f.write("\n# a comment changes no kernel\n")
+    commented = run()
+    assert (commented["hits"], commented["misses"]) == (1, 0) and commented["bits"] == first["bits"]
+    with open(tmp_path / "fastmma" / "kernels" / "decode.py", "a") as f:
+        f.write("\n_EDITED = 1\n")
     edited = run()
     assert (edited["hits"], edited["misses"]) == (0, 1) and edited["bits"] == first["bits"]
     with open(tmp_path / "fastmma" / "cli.py", "a") as f:
