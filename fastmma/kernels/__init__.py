@@ -17,7 +17,7 @@ import numpy as np
 from ..formats import get_format
 from ..isa.numerics import ConvertedF16Rule, FfmaExpansionRule, FmaChainRule, FusedDotRule, IntDotRule, PopcRule
 from .decode import float_params
-from .operands import read_only
+from .operands import read_only, widened
 
 ROUNDING_CODES = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 
@@ -331,10 +331,11 @@ def _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, ne
     one = a.ndim == 2
     if one:
         a, b, c = a[None], b[None], c[None]
-    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
+    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=np.uint32)
     c, ctype = c_as_accumulator(rule, c, ctype)
-    a, b, c = read_only(a), read_only(b), read_only(c)
+    a, b, c = widened(a), widened(b), widened(c)
     fused_dot.fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
                             rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                             fused_dot.rounding_code(rule), use_c, int(neg_a), int(neg_b))
+    out = out.astype(get_format(dtype).storage, copy=False)
     return out[0] if one else out

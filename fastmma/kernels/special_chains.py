@@ -19,7 +19,7 @@ from numba import njit, prange
 from .decode import FINITE, INF, decode_float
 from .fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
 from .fused_dot import ROUND_RZ, fused_chain_to, rounding_code, special_bits, special_term
-from .operands import read_only
+from .operands import read_only, widened
 
 
 @njit(cache=True, inline="always")
@@ -270,7 +270,8 @@ def fix_spread_specials(rule, a, b, c, af, bf, cf, df, *, c_emin, d_emin, use_c,
     for B's columns ``columns`` (S, N) that hold an inf or NaN; ``chunk``: ``(places,
     kept)`` of the sparsity's chunks.  The signature of the kernels that
     ``fastmma.kernels._fused`` calls (``c_emin`` and ``d_emin`` are not needed here)."""
-    a, cols, b, b_chain, c = (read_only(np.ascontiguousarray(x)) for x in (a, cols, b, b_chain, c))
+    cols = read_only(np.ascontiguousarray(cols))
+    a, b, b_chain, c = widened(a), widened(b), widened(b_chain), widened(c)
     bound = prefix_bound(a, b_chain, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_spread_specials(a, cols, chunk[0], chunk[1], b, b_chain, b_index, c, d, af, bf, cf, df, rule.group,
                           rule.frac_bits, rule.e_zero, rule.out_man_bits, rounding_code(rule), use_c, int(neg_a),

@@ -7,7 +7,7 @@ from numba import njit, prange
 
 from ..fp_env import MXCSR_NEAREST, read_mxcsr, write_mxcsr
 from ..fused_dot import ROUND_RZ, rounding_code
-from ..operands import read_only
+from ..operands import widened
 from ..special_chains import column_specials, prefix_bound, row_specials, special_element
 from .decode import _I32
 from .rounding import bits_sum
@@ -54,7 +54,7 @@ def fix_specials(rule, a, b, c, d, af, bf, cf, df, use_c, neg_a, neg_b, rows, co
         a, b, c, d, rows, cols = a[None], b[None], c[None], d[None], rows[None], cols[None]
         elems = None if elems is None else elems[None]
         addend = None if addend is None else addend[None]
-    a, b, c = (read_only(np.ascontiguousarray(x)) for x in (a, b, c))
+    a, b, c = widened(a), widened(b), widened(c)
     bound = prefix_bound(a, b, af, bf, df, rule.group, rounding_code(rule) != ROUND_RZ)
     fixup_specials(a, b, c, d, af, bf, cf, df, rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                    rounding_code(rule), use_c, int(neg_a), int(neg_b), rows, cols,
