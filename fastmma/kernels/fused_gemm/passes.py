@@ -174,8 +174,8 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
     Rounding toward zero to f32 on x86, a group whose non-zero results are all normal
     (nearly every group of usual data: :func:`_normal_bound`) takes shorter scale and
     rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`), which need neither
-    ``ldexp`` nor conversions of exponents.  The accumulator's
-    exponent is read from its value in the scale loop, not kept in an array beside it."""
+    ``ldexp`` nor conversions of exponents.  The accumulator's exponent is read from its
+    value in the scale loop, not kept in an array beside it."""
     normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po,
                           S32, T32, _NO_LOW_CODES, False)
     _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32)
