@@ -172,9 +172,9 @@ def _inst_name(inst: WgmmaMmaAsync) -> str:
 
 class _Footprint:
     """The image bytes an ``mma_async`` reads through its descriptors, worked out when first
-    asked: only a hazard check needs them (a shared-memory write while it is in flight, or
-    one not yet fenced), and building them had cost a k-loop step a tenth of its time.  The
-    descriptors' bounds are checked either way, by the read of the operands."""
+    asked, because only a hazard check needs them (a shared-memory write while it is in
+    flight, or one not yet fenced) and building them on every issue would slow every k-loop
+    step.  The descriptors' bounds are checked either way, by the read of the operands."""
 
     __slots__ = ("_build", "_bytes")
 
@@ -598,8 +598,8 @@ class Warpgroup:
         """Image bytes the descriptors address (bounds checked), sorted and unique: the
         operands' footprints (each built once per layout,
         :func:`~fastmma.layout.descriptor.operand_footprint`), merged.  Where A's and B's bytes
-        do not interleave (as they lie in usual tiles) the merge is a concatenation: sorting
-        them on every issue had taken half of an ``m64n256k16`` issue."""
+        do not interleave (as they lie in usual tiles) the merge is a concatenation, because
+        sorting them is a large share of an issue."""
         k = inst.shape.k
         operands = [(b_desc, inst.shape.n, k, inst.btype, inst.imm_trans_b, "b_desc")]
         if a_desc is not None:  # a sparse A holds K/2 of each row

@@ -52,8 +52,8 @@ def add_nearest(p: np.ndarray, c: np.ndarray, dtype: str, *, in_place: bool = Fa
     """Bits of ``p + c`` in ``dtype`` ("f32" or "f16") for bit arrays of that type, one IEEE
     addition rounded to nearest even, as the GPU's ``FADD`` and ``HADD2`` compute it:
     subnormals kept, a NaN result canonical (0x7FFFFFFF, 0x7FFF).  ``in_place``: the sum is
-    written over ``p`` (over its contiguous copy where it is not contiguous; a new array's
-    pages cost a tenth of the time)."""
+    written over ``p`` (over its contiguous copy where it is not contiguous), which spares
+    the faults of a new array's pages."""
     bits = np.uint32 if dtype == "f32" else np.uint16
     x = np.ascontiguousarray(p).view(bits).ravel()
     y = np.ascontiguousarray(c).view(bits).ravel()

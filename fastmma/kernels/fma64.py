@@ -44,8 +44,7 @@ with integer arithmetic only (:func:`fma_bits` is its scalar fma): the reference
 CPU.  :func:`fma_gemm` runs the chains on the CPU's own fused multiply-adds with x86's
 rounding direction set to the instruction's, which is the same IEEE operation wherever the
 operands are finite, and hands the elements that meet an inf or NaN to the first; it is
-hundreds of times faster on a large product (512^3: 1.5-2.2 s against 5 ms), and
-:func:`mma_f64` takes it there on x86.
+hundreds of times faster on a large product, and :func:`mma_f64` takes it there on x86.
 """
 
 from __future__ import annotations
@@ -414,12 +413,11 @@ def fma_gemm(a, b, c, rounding, blocks, split=False):
     columns stay in registers through a panel (:func:`.register_blocks.fma_block64`), each
     block of the panel's columns copied to be contiguous first, and otherwise run in 8 float64
     lanes across a row.  The blocks at D's right and bottom edges are padded with copies of
-    the last column of B and the last row of A (:func:`_edge_block`); run by plain row
-    loops instead, they had made a product with M = K = 1024 and N = 48 take 3.3-4.5x as
-    long on one thread (283-333 against 74-87 ps per fma), M = 3 with K = N = 1024
-    1.7-2.9x.  The threads share blocks of ``ROWS`` rows, or where ``split`` (with
-    ``blocks``: fewer blocks of rows than threads, :func:`mma_f64`) each block of rows by
-    each register block of columns: a matrix-vector product had run on one thread."""
+    the last column of B and the last row of A (:func:`_edge_block`), so that the edges too
+    run in register blocks rather than in plain row loops, several times slower.  The
+    threads share blocks of ``ROWS`` rows, or where ``split`` (with ``blocks``: fewer blocks
+    of rows than threads, :func:`mma_f64`) each block of rows by each register block of
+    columns, so that a matrix-vector product does not run on one thread."""
     m, kk = a.shape
     n = b.shape[1]
     d = np.empty((m, n), np.uint64)
@@ -550,8 +548,7 @@ def _recompute_specials(a, b, c, d, i, col_special, rounding):
 
 
 #: The work (M * N * K fmas) from which mma_f64 takes fma_gemm by default: below it, the
-#: integer kernel's single parallel loop starts faster than fma_gemm's several (an 8x8x4
-#: instruction: about 50 us against 70)
+#: integer kernel's single parallel loop starts faster than fma_gemm's several
 HOST_FMA_MIN_WORK = 1 << 14
 
 

@@ -14,7 +14,7 @@ every partial sum of a group is an integer that float32 holds exactly, in any or
 kernel sums in fused multiply-adds on eight independent partial sums.  Each group's sum
 (below 2^24) is then added to the running int32 state in int32 lanes, wrapping, and under
 ``satfinite`` an overflow (found from the signs) is clamped to the int32 range: exactly the
-clamp of the exact sum (this step had run in int64 lanes, half as wide).  Wrapping is
+clamp of the exact sum (int32 lanes, twice as many a vector as int64 ones).  Wrapping is
 associative, so without ``satfinite`` the chunk of k summed in float32 need not be the
 instruction's group.  Shapes outside the float32 bound take a generic path that sums each
 group in float64 (exact up to 2^53).
@@ -27,8 +27,8 @@ innermost loop runs over the NB contiguous columns with a constant-trip, fully u
 over the G terms inside, which LLVM vectorizes 16 lanes wide (zmm).  A constant G comes from
 the literal passed by one thin top-level kernel per chunk size (16, 32, 64; 64 runs as two
 sub-chunks of 32 summed in a float32 tile).  ``int_gemm`` picks that kernel in Python, so
-that a call compiles only the kernel it runs: picked inside an njit function, the first s8
-GEMM compiled all four (46-48 s on a 2-core machine of the CI class, against 9-13 s for one).
+that a call compiles only the kernel it runs: picked inside an njit function, the first
+GEMM would compile all four.
 
 Stacks: both kernels take a stack of S GEMMs (S, M, K) x (S, K, N) as well, and the tasks are
 the tiles of all of them, so that a stack of instruction-sized GEMMs (a tile each) keeps every
@@ -164,8 +164,7 @@ def _settle32(x, acc, satfinite):
 def _sub_sum(arow, bg, j, S):
     """sum_{t<S} arow[t] * bg[t, j] in float32 (exact), S a literal multiple of 8: unrolled,
     in fused multiply-adds on eight independent partial sums, enough to keep two FMA units
-    busy through each one's latency (a multiply and an add on two sums had left the loop
-    waiting on the adds)."""
+    busy through each one's latency."""
     acc0 = arow[0] * bg[0, j]
     acc1 = arow[1] * bg[1, j]
     acc2 = arow[2] * bg[2, j]

@@ -12,15 +12,15 @@ columns of uint8 codes (``count_half_block``: 64, one vector), ``cnt[q, j0 + j]`
 threshold on entry) becomes the number of ``k < kn`` with ``uint8(a[ra + q, k] + b[k, j0
 + j]) < cnt[q, j0 + j]``.  A's codes come as uint32, each code in all four bytes: a 32-bit
 broadcast from memory is a plain load, where a byte broadcast also takes a slot on the
-shuffle port, which the compares need.  With the masked add of :func:`_opaque_ones`, the
-count's two changes made a single-threaded e4m3 GEMM 9% faster.
+shuffle port, which the compares need; the count adds by AVX-512's masked add
+(:func:`_opaque_ones`), one instruction where LLVM's own form takes two.
 
 Each k loads the block's vectors of B once for all rows and broadcasts one element of A
 per row; the running sums (and, for the count, the thresholds) are phi nodes of the k-loop,
 so they never leave the registers.  Written for numba's loop vectoriser instead (k
 unrolled inside a loop over columns), the same loops kept one column vector at a time,
 broadcast every element of A's row into a register of its own before the loop and spilled
-them when a group has 32 (measured: the FMA chains 1.6x slower), and loaded B once per row.
+them when a group has 32, and loaded B once per row.
 
 Every address comes from the arrays' own strides, so views and slices are fine.  The caller
 keeps the block inside its arrays: nothing here checks bounds.
@@ -222,14 +222,15 @@ def count_columns(a, b, cnt, ra, nb, kn):
 def fits_registers() -> bool:
     """Whether numba's code generator targets AVX-512 (F and BW): 32 vector registers of 64
     bytes, so that a block's running values and thresholds stay in them.  With 16 registers
-    of 32 bytes (AVX2) each value takes two and the blocks spill: measured 1.25x slower than
-    the conversion pass at 1024^3 (e4m3)."""
+    of 32 bytes (AVX2) each value takes two and the blocks spill, and the conversion pass is
+    the faster."""
     return _has_avx512(codegen_features())
 
 
 @functools.lru_cache(maxsize=16)
 def _has_avx512(features: str) -> bool:
-    """Whether the comma-separated LLVM ``features`` enable AVX-512 F and BW.  Asked on every
-    GEMM call, a single instruction's included: splitting the feature string took 15 us a
-    call, and numba's reading of the host's features, where fastmma has set none, 160 us."""
+    """Whether the comma-separated LLVM ``features`` enable AVX-512 F and BW.  Cached, because
+    it is asked on every GEMM call, a single instruction's included, and splitting the
+    feature string (and numba's reading of the host's features, where fastmma has set none)
+    is slow next to such a call."""
     return {"+avx512f", "+avx512bw"} <= set(features.split(","))

@@ -11,9 +11,8 @@ kernels leave them.
 
 A single wgmma or wmma is a few thousand multiply-adds.  The blocked kernels spend more on
 starting their threads, decoding into panels and allocating scratch than on such a tile,
-and the per-element reference decodes every operand again for every output (m16n16k16 f16:
-about 130 ns an output).  This kernel decodes each operand once and runs on the calling
-thread.
+and the per-element reference decodes every operand again for every output.  This kernel
+decodes each operand once and runs on the calling thread.
 """
 
 from __future__ import annotations
@@ -48,8 +47,8 @@ def _decoded(x, p, neg):
 def _accumulator_values(c, use_c):
     """C's bits (float32 or f16) as float32 values, zeros where not ``use_c``; an inf or NaN
     becomes 0 and is marked in the second array (its outputs are recomputed).  What
-    :func:`.fused_gemm._accumulator` gives in numpy, here in the kernel: that one's copy,
-    ``isfinite`` and ``all`` cost a wmma call 1-1.5 us of its 14."""
+    :func:`.fused_gemm._accumulator` gives in numpy, here in the kernel, so that a single
+    instruction's call does not pay for that one's copy, ``isfinite`` and ``all``."""
     m, n = c.shape
     acc = np.zeros((m, n), np.float32)
     elems = np.zeros((m, n), np.bool_)
@@ -96,10 +95,7 @@ def _small_body(a, b, c, af, bf, rows_fn, frac, e_zero, omb, rnd, c_emin, d_emin
 #: outputs (:func:`_group_block64`).  A row of such a tile is one or two vectors, and one
 #: row at a time its chains of dependent steps left the core idle between them; on a wider
 #: tile a row alone fills it, and keeping each vector's sum in a register through the k
-#: terms (:func:`.fused_gemm._group_row64`) wins.  ``fastmma.mma`` per call, AMD EPYC, row by
-#: row against in blocks: m64n8k16 f16 19.5 us against 16.2, m64n16k16 20.1 against 18.7,
-#: wmma m32n8k16 15.4 against 13.5; with blocks also for 32 columns, m64n32k16 took 23.7 us
-#: against 21.4.
+#: terms (:func:`.fused_gemm._group_row64`) wins.
 BLOCK_MAX_N = 16
 BLOCK_OUTPUTS = 256
 

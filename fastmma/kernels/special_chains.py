@@ -121,8 +121,8 @@ def special_element(a, b, b_chain, c, i, j, a_ks, b_ks, af, bf, cf, df, group, f
     the groups before the first of them summed where they could overflow (the whole chain
     where it meets none).  The groups are summed against ``b_chain``: ``b`` itself for a
     dense A, ``b`` with its specials zeroed for a spread one (:func:`fixup_spread_specials`).
-    Called, not inlined: inlined, its chains made numba's analysis of the parallel loop take
-    three times as long to compile."""
+    Called, not inlined, because inlined its chains slow numba's analysis of the parallel
+    loop, and so the compile."""
     flags, first = element_specials(a, b, c, i, j, a_ks, b_ks, af, bf, cf, use_c, neg_a ^ neg_b)
     end = a.shape[1]  # where the groups summed end: none met, the whole chain
     if flags:

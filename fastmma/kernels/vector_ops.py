@@ -163,7 +163,8 @@ def _host_features() -> str:
 def codegen_features() -> str:
     """The LLVM features (comma-separated) that numba's code generator targets: the user's
     ``NUMBA_CPU_FEATURES`` (or what :mod:`fastmma.codegen` set), else the host CPU's.  Read
-    once per process: numba's reading of the host's features takes about 160 us."""
+    once per process, because numba's reading of the host's features is slow next to a
+    single instruction's call."""
     return config.CPU_FEATURES if config.CPU_FEATURES is not None else _host_features()
 
 

@@ -168,8 +168,8 @@ def as_descriptor(desc) -> MatrixDescriptor:
 
 @functools.lru_cache(maxsize=4096)
 def _decoded(value: int) -> MatrixDescriptor:
-    """:meth:`MatrixDescriptor.decode`, once per value (5 us a time, asked several times
-    by every wgmma that passes its descriptors as 64-bit values)."""
+    """:meth:`MatrixDescriptor.decode`, once per value, because every wgmma that passes its
+    descriptors as 64-bit values asks several times and a decode is slow next to a call."""
     return MatrixDescriptor.decode(value)
 
 
@@ -269,8 +269,8 @@ def _operand_layout(d: MatrixDescriptor, mn: int, k: int, bits: int, major: str,
     1024 bytes moves every element by as much: the layout depends on the start address only
     through ``(image_address + start_address) % 1024``.  Built once per such phase, shape
     and descriptor fields (:func:`_layout`), it serves every step of a k-loop, whose
-    descriptors differ in their start addresses; building it had taken a third of a wgmma
-    call."""
+    descriptors differ in their start addresses, so that only the first step pays for
+    building it."""
     if image_address < 0:
         raise OperandError(f"image_address must be a non-negative shared address, got {image_address}")
     if image_address % 16:

@@ -80,11 +80,9 @@ def _decode_f32(x, q):
     get the value +0 and the exponent ``NEG_EXP``; ``special``: inf or NaN.
 
     The significand is converted as an integer so that no step meets a float32 subnormal
-    where the element is not one: reading the fields in place as a float32's, and scaling
-    that by ``2^(127 - bias)``, had made every fp8 subnormal (and every f16 one) a float32
-    subnormal, and the scaling of such a value costs an x86 core a microcode assist of
-    about a hundred cycles: fp8 data of a normal distribution took 1.5 ns an element to
-    decode, against 0.5 ns for f16."""
+    where the element is not one: reading the fields in place as a float32's and scaling
+    by ``2^(127 - bias)`` would make every fp8 (and f16) subnormal a float32 subnormal, and
+    scaling such a value costs an x86 core a microcode assist."""
     up, mag_mask, exp_mask, key, man_mask, man_shift, implicit, exp_shift, bias, k, neg = q
     x32 = shl_i32(_I32(x), up)
     special = _I32(x32 & key) == key
@@ -366,9 +364,9 @@ def _decode_packed_block(bits, r0, kbi, ib, fq, zero, sh, vals, exps, lows, lo, 
     layout's block, which holds them in the same order.  Marks ``special[r]`` for each row
     with an inf or NaN (read from the gathered bits, where the block has one).
 
-    A's groups are runs of 4 to 32 elements; decoded run by run (:func:`_decode_packed_row`),
-    each run's loop paid its set-up and remainder: f16, 256 x 256, one thread, 0.59 ns an
-    element that way, 0.15 ns gathered and decoded by blocks."""
+    A's groups are runs of 4 to 32 elements, so they are gathered and decoded by blocks:
+    decoded run by run (:func:`_decode_packed_row`), each short run's loop pays its set-up
+    and remainder."""
     nkb, _, ng, MB, G = vals.shape
     cols = bits.shape[1]
     rows = min(MB, bits.shape[0] - r0)
@@ -426,8 +424,8 @@ def decode_packed(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, *
 @njit(cache=True)
 def decode_packed_2d(bits, p, neg, sh, zero, off, vals, exps, lows, lo, low_zero, threads):
     """:func:`decode_packed_stack` of one matrix (C-contiguous arrays, as a stack of one):
-    which rows hold an inf or NaN, and whether any does, in one call (the views of a stack
-    and the reduction had cost a small GEMM some microseconds in Python)."""
+    which rows hold an inf or NaN, and whether any does, in one call, so that a small GEMM
+    does not pay for the views of a stack and the reduction in Python."""
     special = decode_packed_stack(bits.reshape((1,) + bits.shape), p, neg, sh, zero, off,
                                   vals.reshape((1,) + vals.shape), exps.reshape((1,) + exps.shape),
                                   lows.reshape((1,) + lows.shape), lo, low_zero, threads)[0]

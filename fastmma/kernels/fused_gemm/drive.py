@@ -23,7 +23,7 @@ from .scan import scan_columns
 from .specials import _check_addend, _or_none, fix_specials
 
 #: B's panels are decoded in chunks of this many rows, each on one thread, which sets its
-#: MXCSR once for the chunk (per row, the two writes cost about a tenth of a GEMV's decoding)
+#: MXCSR once for the chunk, so that a GEMV's decoding does not pay the two writes per row
 PANEL_CHUNK = 16
 
 
@@ -77,8 +77,8 @@ def _gemm_body(a_val, a_exp, a_low, a_bits, af, a_dec, b, bf, neg_b, lanes, lc, 
     that nests another).
     Where ``decode``, A is still to be decoded from ``a_bits`` into ``a_val``, ``a_exp`` and
     ``a_low``: each task of the first block of columns decodes the block of rows it
-    computes, before it computes (:func:`_decode_a_block`), where a parallel loop of its own
-    had started the threads once more, a few microseconds of a small GEMM."""
+    computes, before it computes (:func:`_decode_a_block`), because a parallel loop of its
+    own would start the threads once more, which a small GEMM feels."""
     # (one tuple: CPython passes a call of more than 30 arguments as *args, which numba cannot inline)
     KB, NB, MB, j_lo, j_hi = blocks
     neg_a, off_a, a_lo, a_low_zero, decode_a = a_dec
@@ -397,7 +397,7 @@ def _accumulator(c, use_c, shape, into=None):
         return out, None
     values = c.view(np.float16) if c.dtype == np.uint16 else c.view(np.float32)
     if values.dtype == np.float32 and values.flags.c_contiguous and out.flags.c_contiguous:
-        if not _copy_finite(values.reshape(-1), out.reshape(-1)):  # a third of numpy's time
+        if not _copy_finite(values.reshape(-1), out.reshape(-1)):  # one pass, not numpy's three
             return out, None
     else:
         np.copyto(out, values)

@@ -30,9 +30,8 @@ def _normal_bound(P, thr, po, floor):
     exponent: :func:`_scale_normal`) if no column's largest product exponent ``P[j]`` is
     unknown (``P < thr``: only zero products) or below ``floor - po``, that is, if no
     ``P[j]`` is below ``bound`` (in ``P``'s type) and ``possible``.  Pass 1 tests each
-    vector of ``P`` as it computes it, with a compare and an OR of masks: the smallest
-    ``P[j]`` reduced across the lanes afterwards took a chain of dependent shuffles that cost
-    5% of a tf32 GEMM."""
+    vector of ``P`` as it computes it, with a compare and an OR of masks, because reducing
+    the smallest ``P[j]`` across the lanes afterwards is a chain of dependent shuffles."""
     bound = max(np.int64(thr), np.int64(floor) - np.int64(po))
     top = np.int64(127) if P.itemsize == 1 else np.int64(32767)
     return bound <= top, as_element_of(min(max(bound, -top - 1), top), P)
@@ -51,9 +50,9 @@ def _scale_normal(acc, P, U, S32, nb, frac, sh, po):
 
     The exponents stay in place, in bits 23 to 30 (the accumulator's by one mask): ``2^up``'s
     field is ``254 + frac`` less ``e_max``'s, by one wrapping int32 subtraction of the fields
-    in place (the difference fits: it is ``up``'s field).  Every sum is :func:`sub_i32`:
-    numba widens an int32 sum to int64, and the loop then rebuilt a constant every step;
-    with both, the loop took 8 vector operations instead of 11, and GEMMs ran 5% faster."""
+    in place (the difference fits: it is ``up``'s field).  Every sum is :func:`sub_i32`,
+    because numba widens an int32 sum to int64 and the loop would then rebuild a constant
+    every step."""
     pb = _I32(-(po + 127))  # P less this is the biased float32 exponent
     ub = _I32(np.uint32((254 + frac) << 23))  # wraps past 2^31 as int32; the differences do not
     shift = _I32(sh << 23)
@@ -104,9 +103,9 @@ def _finish_row_rz_normal(acc, U, T, nb, omb, wraps):
     (:func:`_normal_bound`), with ``U`` from :func:`_scale_normal`: the accumulator's
     term is ``trunc(c * 2^up)`` by one multiply (exact, or below 1 where it underflows:
     MXCSR rounds toward zero), and ``2^-up`` is put on the rounded sum by one multiply too,
-    exact because the result is normal (and +0 for a zero sum).  In the rounding loop of
-    :func:`_finish_row_rz_fenv` the two ``ldexp``, each a ``vscalefps`` of two cycles on a
-    Zen 4 core, and their exponents' conversions took most of the time."""
+    exact because the result is normal (and +0 for a zero sum).  The two multiplies replace
+    the two ``ldexp`` of :func:`_finish_row_rz_fenv` and their exponents' conversions, the
+    bulk of that loop's work."""
     mask = _I32(np.uint32(np.uint32(0xFFFFFFFF) << np.uint32(23 - omb)))
     inverse = _I32(254 << 23)  # the bits of 2^-up are these less u's
     for j in range(nb):
@@ -127,9 +126,9 @@ def _may_wrap(T, nb, frac):
     pass int32: only where a group's sum comes within ``2^(frac + 1)`` of 2^31, which takes
     nearly all of a group's 16 products near their largest and of one sign.
 
-    The test and the two rounding loops it chooses between cost 5-7% of an f16 GEMM
-    (256 x 512 x 256, two threads: 608 us, 564 us with neither).  Rounding every row by the
-    wrap-safe loop instead cost as much; so did this test as compares ORed into masks."""
+    The test is a maximum over the row, which with the choice of rounding loop it makes
+    costs no more than either alternative: every row by the wrap-safe loop, or this test as
+    compares ORed into masks."""
     limit = _I32((np.int64(1) << 31) - (np.int64(1) << (frac + 1)))
     big = _I32(0)
     for j in range(nb):
@@ -170,14 +169,13 @@ def _group_row32(acc, G, U, g0, nb, ea, av, i, ko, epan, bpan, E, S32, T32, P, f
     :class:`ExponentLanes`; ``thr`` and ``po = off_a + off_b`` are theirs), pass 2 in
     16-lane float32/int32; the k-terms run in chunks of ``U`` (<= 16) so that LLVM unrolls
     each chunk.  The scales and the exponents (``E``) are int32, as wide as the float32
-    lanes they meet: in int16 the conversions between the two cost 3% (f16) to 9% (tf32) of
-    a GEMM.
+    lanes they meet, so that no conversion between lane widths sits in the loops.
 
     Rounding toward zero to f32 on x86, a group whose non-zero results are all normal
     (nearly every group of usual data: :func:`_normal_bound`) takes shorter scale and
-    rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`): on a Zen 4 core
-    they made GEMMs 8% (f16) to 15% (tf32, e4m3) faster.  The accumulator's exponent is read
-    from its value in the scale loop, not kept in an array beside it."""
+    rounding loops (:func:`_scale_normal`, :func:`_finish_row_rz_normal`), which need neither
+    ``ldexp`` nor conversions of exponents.  The accumulator's exponent is read from its
+    value in the scale loop, not kept in an array beside it."""
     normal = _pass1_scale(acc, G, U, g0, nb, ea, i, ko, epan, E, S32, P, frac, sh, e_floor, rnd, emin, thr, po,
                           S32, T32, _NO_LOW_CODES, False)
     _pass2(G, U, g0, nb, av, i, ko, bpan, S32, T32)
@@ -227,7 +225,7 @@ def _finish_group(acc, normal, G, nb, E, T32, frac, omb, rnd):
     if rnd == ROUND_RZ_F16:  # float64 lanes: T plus C's term cannot wrap there
         _finish_row(acc, E, T32, nb, frac, omb, rnd)
         return
-    # the wrap-safe rounding cost a tenth of a 256^3 f16 GEMM: taken only for the rows that need it,
+    # the wrap-safe rounding is the slower one, so it is taken only for the rows that need it,
     # of the rules whose terms' bound (G below 2^(frac + 2), C's below 2^(frac + 1)) passes 2^31
     bound = (np.int64(G) << np.int64(frac + 2)) + (np.int64(1) << np.int64(frac + 1))
     wraps = bound > (np.int64(1) << np.int64(31)) and _may_wrap(T32, nb, frac)
@@ -307,14 +305,10 @@ def _rows64(tile, mb, g0, nb, a_val, a_exp, epan, bpan, work, frac, sh, e_zero, 
 def _padded(n, step):
     """``n`` rounded up to a multiple of ``step``.  The kernel's vector loops run over whole
     vectors of columns (pass 1 over whole unrolled bodies, :data:`EXPONENT_COLUMNS`), and
-    :func:`_rows_fma` over whole blocks of rows.  Where a block had 192 columns, pass 1's
-    loop fell short of LLVM's unrolled body of 256 int8 lanes and ran in its 16-lane
-    remainder (f16 GEMMs with N = 192 took 1.5x as long per product as with N = 256);
-    e4m3's count ran its last columns in a scalar loop (N = 192: 4.5x).  Cutting pass 1's
-    loop into constant runs of 64 columns instead made the whole of an e4m3 GEMM a third
-    slower; padding the conversion pass to 64 columns instead of 16 made f16 with N = 96 a
-    tenth slower.  The padding holds copies of the last real column (or row), so its lanes
-    compute what a real one does and never change a group's tests."""
+    :func:`_rows_fma` over whole blocks of rows, so that no loop falls into LLVM's narrow or
+    scalar remainder; each loop is padded only to its own step, because padding further
+    computes columns that nobody reads.  The padding holds copies of the last real column
+    (or row), so its lanes compute what a real one does and never change a group's tests."""
     return (n + step - 1) // step * step
 
 

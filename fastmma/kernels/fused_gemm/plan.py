@@ -140,7 +140,7 @@ def _pad_rows(packed, m):
     for x in packed:  # (K blocks, M blocks, groups, MB, G), or a stack of them
         last = (m - 1) % x.shape[-2]  # A's last row in its block
         end = min(x.shape[-2], -(-(last + 1) // ROWS) * ROWS)
-        if end > last + 1:  # else none to copy, and numpy's empty copies cost 1 us each
+        if end > last + 1:  # else none to copy, and numpy's empty copies are not free
             x[..., -1, :, last + 1:end, :] = x[..., -1, :, last:last + 1, :]
 
 
@@ -227,9 +227,9 @@ def b_window(a_lo, a_hi, s_lo, s_hi, af, bf, frac_bits, e_floor) -> tuple[int, E
     B's exponents that they allow beside A's holds the sample (three quarters of the slack
     below it, where values outside a sample are the likelier, and within the bounds of
     :func:`bounded_lanes`), else int16 lanes with those bounds.  None where A alone rules
-    the float32 path out, or the sample already lies outside the bounds.  In int16 lanes
-    pass 1 costs twice as much: at M = 8, N = K = 4096, bf16 took longer than with B
-    scanned."""
+    the float32 path out, or the sample already lies outside the bounds.  int16 lanes hold
+    half as many exponents a vector as int8 ones, so pass 1 in them can cost more than
+    scanning B would save."""
     bounded = bounded_lanes(a_lo, a_hi, af, bf, frac_bits, e_floor)
     if bounded is None:
         return None
@@ -393,7 +393,7 @@ def _path(rule, a, b, af, bf, wide, exp_lanes, fma, gemm_rows, bound_b=False, te
 def _format_path(rule, af, bf, fma) -> _Path | None:
     """:func:`_path` where the formats' whole ranges fit the float32 path and int8 lanes
     (:func:`whole_format_lanes`: f16 and fp8), or None: the same for any data of those
-    formats, so worked out once (it had taken a few microseconds of every call)."""
+    formats, so worked out once rather than in every call."""
     whole = whole_format_lanes(af, bf, rule.frac_bits, rule.e_zero)
     if whole is None:
         return None

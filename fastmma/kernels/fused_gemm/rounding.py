@@ -135,9 +135,9 @@ def _finish_row_rne16(acc, E, T, nb, frac, wraps):
     significant bits (12 after a carry, a power of two), so its float32 and ``ldexp`` by
     ``2^(s - up)`` are exact; 2^16 and above is past f16's largest value and gives inf, and
     a zero gives +0.  An accumulator that overflowed to inf in an earlier group stays as it
-    is (finite products cannot cancel it; its int32 term would be garbage).  In float64
-    lanes (:func:`_round_rne_f16`) the same rounding took half of an f16-accumulator GEMM's
-    time."""
+    is (finite products cannot cancel it; its int32 term would be garbage).  It runs in
+    int32 lanes because in float64 lanes (:func:`_round_rne_f16`) this rounding is a large
+    share of an f16-accumulator GEMM's time."""
     fr = _I32(frac)
     for j in range(nb):
         up = sub_i32(fr, _I32(E[j]))
@@ -176,9 +176,9 @@ def _sum_and_sign(t, tc, wraps):
 
 def _d_bits(out, rule):
     """D's bits from the accumulator: float32's own, or f16's (the f16 mode, whose sums the
-    kernels rounded to f16 values, so the conversion is exact; numpy's ``astype`` converts
-    on one core, 1.5 ms for 1M elements).  The blocked kernels write an f16 D's bits
-    themselves (:func:`_write_tile`); :mod:`.small_gemm` converts by this."""
+    kernels rounded to f16 values, so the conversion is exact; by :func:`_f16_bits_of` on
+    all threads, where numpy's ``astype`` converts on one core).  The blocked kernels write
+    an f16 D's bits themselves (:func:`_write_tile`); :mod:`.small_gemm` converts by this."""
     if rounding_code(rule) == ROUND_RZ:
         return out.view(np.uint32)
     bits = np.empty(out.shape, np.uint16)

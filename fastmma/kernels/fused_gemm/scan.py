@@ -40,9 +40,8 @@ def _scanned(lo, hi, p, like):
     return lowest, highest
 
 
-#: Operands of at most this many bytes are scanned by one thread: a 512 x 512 bf16 operand's
-#: scan took as long on one thread as on two, where starting the threads cost more than the
-#: scan of a single instruction's operands (bf16 m64n256k16: 12 against 3 us).  (On one
+#: Operands of at most this many bytes (a 512 x 512 bf16 one) are scanned by one thread,
+#: because below it starting the threads costs as much as the scan or more.  (On one
 #: thread, the loops vectorise only with each row in a function of its own.)
 SERIAL_SCAN_BYTES = 1 << 19
 
@@ -126,9 +125,8 @@ def scan_columns(bits, p):
 def scan_columns_by(bits, p, serial):
     """:func:`scan_columns` on one thread (``serial``) or in chunks of rows shared by the
     threads.  Each chunk of rows is read row by row, whole rows at a time, into its own
-    per-column minima, maxima and flags, which are merged at the end.  (Reading a narrow
-    block of columns down all the rows instead, one long stride per row, measured up to 8x
-    slower for 4-byte elements.)"""
+    per-column minima, maxima and flags, which are merged at the end, so that memory is
+    read along rows rather than down a narrow block of columns, one long stride per row."""
     rows, cols = bits.shape
     nch = min(rows, 1 if serial else _SCAN_CHUNKS)
     lo, hi, sp = _column_fields(max(nch, 1), cols, bits)
