@@ -1,13 +1,10 @@
 """The one array type in which the kernels take their operands.
 
 numba compiles a function afresh for each type of its arguments, and a NumPy array's type
-says whether the array is writeable.  An operand that came in read-only (a recording's bytes,
-``np.frombuffer``, a broadcast, a caller's frozen array) beside one that came in writeable
-compiled every kernel it reached twice, and the special-value kernels, which take four
-operands, up to six times: the test suite, which is bound by compiling, compiled 515 kernel
-functions, and 393 once A, B and C were always read-only (its run on two cores went from 85
-to 35 minutes with pytest-xdist's two workers beside this).  So each entry of the kernels
-takes A, B and C through :func:`read_only`, which costs a view and never a copy.
+says whether the array is writeable, so an operand that came in read-only (a recording's
+bytes, ``np.frombuffer``, a broadcast, a caller's frozen array) beside one that came in
+writeable would compile every kernel it reaches twice.  So each entry of the kernels takes A,
+B and C through :func:`read_only`, which costs a view and never a copy.
 """
 
 from __future__ import annotations
