@@ -1478,28 +1478,30 @@ def test_b_decoding_of_every_pattern(fmt, neg, exp_dtype, window):
         assert want.any() and not want.all()
 
 
+#: (instruction, M): f16 B decodes through a half (_AS_F16) and fp8 B through a half's fields
+#: (_VIA_F16) where the CPU converts halves; without F16C both take the general decoding.
+WITHOUT_F16C_CASES = [("wgmma.mma_async.m64n8k16.f32.f16.f16", 3), ("wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", 20)]
+
 _WITHOUT_F16C = r"""
+import sys
 import numpy as np
 from fastmma.kernels import vector_ops
 assert not vector_ops.F16_CONVERSIONS
 from fastmma.formats import get_format
 from fastmma.isa import parse
-from fastmma.kernels import c_as_accumulator, format_params, reference
+from fastmma.kernels import c_as_accumulator, format_params
 from fastmma.kernels.fused_gemm import _GENERAL, b_decoder, fused_gemm
 
-rng = np.random.default_rng(11)
-for text, m in [("wgmma.mma_async.m64n8k16.f32.f16.f16", 3), ("wgmma.mma_async.m64n8k32.f32.e4m3.e5m2", 20)]:
+data = np.load(sys.argv[1])
+for i, text in enumerate(sys.argv[2:]):
     inst = parse(text)
     assert b_decoder(format_params(inst.btype), get_format(inst.btype).bits, 0, 0, 1, 0).kind == _GENERAL
-    a, b = (rng.integers(0, 1 << get_format(t).bits, shape, dtype=np.uint64).astype(get_format(t).storage)
-            for t, shape in ((inst.atype, (m, 96)), (inst.btype, (96, 300))))
-    c = rng.standard_normal((m, 300)).astype(np.float32).view(np.uint32)
+    a, b, c = data[f"a{i}"], data[f"b{i}"], data[f"c{i}"]
     c_acc, ctype = c_as_accumulator(inst.rule, c, inst.ctype)
     got = fused_gemm(inst.rule, a, b, c_acc, *(format_params(t) for t in (inst.atype, inst.btype, ctype, inst.dtype)),
                      c_emin=get_format(ctype).min_exponent, d_emin=get_format(inst.dtype).min_exponent, use_c=True,
                      neg_a=False, neg_b=False)
-    assert np.array_equal(got, reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype,
-                                         use_c=True, neg_a=False, neg_b=False)), text
+    assert np.array_equal(got, data[f"d{i}"]), text
 print("ok")
 """
 
@@ -1508,13 +1510,28 @@ print("ok")
 def test_b_decoding_where_the_cpu_does_not_convert_halves(tmp_path):
     """Where numba targets a CPU without F16C (x86-64 v2 here), f16 and fp8 B take the
     general decoding (_decode_run): the reference's bits, on any bit patterns (infinities
-    and NaNs included), in GEMMs of few rows (M = 3 and 20)."""
+    and NaNs included), in GEMMs of few rows (M = 3 and 20).  The reference runs here, so
+    that the process of its own compiles only the blocked kernels' path."""
     import subprocess
     import sys
 
+    rng = np.random.default_rng(11)
+    arrays = {}
+    for i, (text, m) in enumerate(WITHOUT_F16C_CASES):
+        inst = parse(text)
+        a, b = (rng.integers(0, 1 << get_format(t).bits, shape, dtype=np.uint64).astype(get_format(t).storage)
+                for t, shape in ((inst.atype, (m, 96)), (inst.btype, (96, 300))))
+        c = rng.standard_normal((m, 300)).astype(np.float32).view(np.uint32)
+        arrays.update({f"a{i}": a, f"b{i}": b, f"c{i}": c,
+                       f"d{i}": reference(inst.rule, a, b, c, inst.atype, inst.btype, inst.ctype, inst.dtype,
+                                          use_c=True, neg_a=False, neg_b=False)})
+    np.savez(tmp_path / "cases.npz", **arrays)
     features = "+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16"
-    env = dict(os.environ, NUMBA_CPU_NAME="nehalem", NUMBA_CPU_FEATURES=features, NUMBA_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_F16C], capture_output=True, text=True, env=env, timeout=900)
+    env = dict(os.environ, NUMBA_CPU_NAME="nehalem", NUMBA_CPU_FEATURES=features,
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_F16C, str(tmp_path / "cases.npz"),
+                          *(text for text, _ in WITHOUT_F16C_CASES)], capture_output=True, text=True, env=env,
+                         timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "ok"
 
