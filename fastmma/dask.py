@@ -30,6 +30,7 @@ Needs the ``dask`` extra: ``pip install "fastmma[dask]"`` (``dask[array]`` and
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import threading
 import time
@@ -54,6 +55,7 @@ PANEL_BYTES = 256 << 20  # a default block keeps each A row panel / B column pan
 WARMUP_INSTRUCTIONS = ("m64n256k16.f32.f16.f16",)
 
 _KERNEL_LOCK = threading.Lock()
+_ADDRESS = re.compile(r"(\w+://)?[^\s/]{1,253}(:\d{1,5})?")
 
 
 class DaskMissingError(FastmmaError, ImportError):
@@ -333,8 +335,9 @@ def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=N
     distributed = _require("distributed")
     checked_progress(progress)
     scale_d = _checked_options(scale_d, block, threads)  # a bad option is an error before waiting on a connection
-    if not isinstance(scheduler, str):
-        raise OperandError(f"scheduler must be an address such as 'tcp://host:8786', got {quote(scheduler)}")
+    if not isinstance(scheduler, str) or not _ADDRESS.fullmatch(scheduler):  # a failed Client's __del__ hangs
+        raise OperandError(f"scheduler must be an address such as 'tcp://host:8786' (a host name of at most 253 "
+                           f"characters), got {quote(scheduler)}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise OperandError(f"timeout must be a positive number of seconds, got {quote(timeout)}")
     bar = nullcontext(None)
