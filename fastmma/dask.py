@@ -30,6 +30,7 @@ Needs the ``dask`` extra: ``pip install "fastmma[dask]"`` (``dask[array]`` and
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import threading
 import time
@@ -39,19 +40,22 @@ from contextlib import contextmanager, nullcontext
 import numpy as np
 
 from .errors import FastmmaError, OperandError
-from .formats import as_numpy, get_format, is_int, to_bits
+from .formats import as_numpy, get_format, to_bits
 from .gemm import checked_progress, resolve_instruction
 from .gemm import matmul as _local_matmul
 from .mma import scale_d_flag
 from .progress import as_callback, make_bar
+from .validate import decoded, excerpt, integer, public, quote, working_set
 
 INSTALL_HINT = 'pip install "fastmma[dask]"'
 DEFAULT_BLOCK = 1024  # rows / columns of an output block made from numpy inputs
 MIN_BLOCK = 128
+MAX_BLOCK = 1 << 40  # past any matrix in memory, and within the int64 sizes dask's chunks hold
 PANEL_BYTES = 256 << 20  # a default block keeps each A row panel / B column panel below this
 WARMUP_INSTRUCTIONS = ("m64n256k16.f32.f16.f16",)
 
 _KERNEL_LOCK = threading.Lock()
+_ADDRESS = re.compile(r"(\w+://)?[^\s/]{1,253}(:\d{1,5})?")
 
 
 class DaskMissingError(FastmmaError, ImportError):
@@ -74,6 +78,7 @@ def _require(name: str):
 # ---------------------------------------------------------------- the GEMM as a dask array
 
 
+@public
 def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None, threads: int | None = None):
     """``D = A @ B + C`` as a lazy dask array, bit-identical to :func:`fastmma.matmul`.
 
@@ -92,15 +97,17 @@ def matmul(A, B, C=None, *, instruction, scale_d: bool | None = None, block=None
     scheduler is active (local threads, processes, or a ``distributed.Client``).
 
     Raises :class:`DaskMissingError` without the ``dask`` extra, and what
-    :func:`fastmma.matmul` raises for the instruction and the operands, when the graph is built.
+    :func:`fastmma.matmul` raises for the instruction and the operands, when the graph is built,
+    as it does for a block task whose decoding would not fit in this process's memory.
     Example: ``fastmma.dask.matmul(A, B, instruction="m64n256k16.f32.f16.f16").compute()``.
     """
     da = _require("dask.array")
     inst = resolve_instruction(instruction)
     scale_d = _checked_options(scale_d, block, threads)
     a, b, c = _operands(da, A, B, C, inst)
-    a, b, c = _blocked(da, a, b, c, block)
-    return _blockwise(da, a, b, c, inst, scale_d, threads)
+    blocked = _blocked(da, a, b, c, block)
+    _block_memory(a, blocked)
+    return _blockwise(da, *blocked, inst, scale_d, threads)
 
 
 def _operands(da, A, B, C, inst):
@@ -110,6 +117,8 @@ def _operands(da, A, B, C, inst):
     for x, name, fmt in ((a, "A", inst.atype), (b, "B", inst.btype), (c, "C", inst.ctype)):
         if x is not None:
             _check_matrix(x, name, fmt)
+        if isinstance(x, np.ndarray):  # dask's token of a strided view hashes a contiguous copy of it
+            decoded(x, name, x.dtype.itemsize)
     if a.shape[1] != b.shape[0]:
         raise OperandError(f"A is {a.shape[0]}x{a.shape[1]} and B is {b.shape[0]}x{b.shape[1]}: their K must agree")
     if c is not None and c.shape != (a.shape[0], b.shape[1]):
@@ -139,34 +148,42 @@ def _blocked(da, a, b, c, block):
     return a, b, c
 
 
+def _block_memory(a, blocked) -> None:
+    """Refuse a GEMM whose largest block task could not decode its panels (A's rows, B's
+    columns, the block of C and D, at up to 4 bytes an element) in this process's memory."""
+    rows, cols = (max(chunks, default=0) for chunks in (blocked[0].chunks[0], blocked[1].chunks[1]))
+    k = a.shape[1]
+    working_set({"A": blocked[0], "B": blocked[1]}, 4 * (rows * k + k * cols + 2 * rows * cols), rows, k, cols,
+                what="decoding each block task's", advice="pass a smaller block")
+
+
 def _checked_options(scale_d, block, threads):
     """``scale_d`` as a bool (or None), after checking it, ``block`` and ``threads``: when the
     graph is built, or before connecting to a cluster, not inside a task."""
     _block_pair(block)
-    if threads is not None and (not is_int(threads) or threads < 1):
-        raise OperandError(f"threads must be a positive integer or None, got {threads!r}")
+    if threads is not None:
+        integer(threads, "threads (or None)", 1)
     return None if scale_d is None else scale_d_flag(scale_d)
 
 
 def _block_pair(block):
     """``(rows, cols)`` as ``block`` gives them, each a positive int or None."""
-    if block is None or is_int(block):
-        rows = cols = block
-    elif isinstance(block, (tuple, list)) and len(block) == 2:
-        rows, cols = block
-    else:
-        raise OperandError(f"block must be a positive integer, (rows, cols) or None, got {block!r}")
-    for size in (rows, cols):
-        if size is not None and (not is_int(size) or size < 1):
-            raise OperandError(f"block sizes must be positive integers or None, got {block!r}")
-    return rows, cols
+    pair = isinstance(block, (tuple, list))
+    rows, cols = block if pair and len(block) == 2 else (block, block)
+    try:
+        if pair and len(block) != 2:
+            raise OperandError
+        return tuple(None if size is None else integer(size, "block", 1, MAX_BLOCK) for size in (rows, cols))
+    except OperandError:
+        raise OperandError(f"block must be an integer in [1, 2^40], (rows, cols) of such integers or None, or None; "
+                           f"got {quote(block)}") from None
 
 
 def _block_shape(block, a, b):
     """``(rows, cols)`` of an output block; None (for both or in one slot) keeps a dask
     input's own chunks and gives numpy inputs the default."""
     rows, cols = _block_pair(block)
-    return (_default_block(a, 1) if rows is None else int(rows)), (_default_block(b, 0) if cols is None else int(cols))
+    return (_default_block(a, 1) if rows is None else rows), (_default_block(b, 0) if cols is None else cols)
 
 
 def _default_block(x, k_axis):
@@ -237,6 +254,7 @@ def _worker_nthreads() -> int | None:
 # ---------------------------------------------------------------- workers
 
 
+@public
 def warmup(client, instructions=WARMUP_INSTRUCTIONS) -> dict:
     """Load (or compile and cache) the kernels of ``instructions`` on every worker of
     ``client``, by running a tiny GEMM of each there as a task pinned to that worker.
@@ -299,6 +317,7 @@ def _cache_stats():
 # ---------------------------------------------------------------- the CLI's entry point
 
 
+@public
 def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=None, progress_stream=None,
                         scale_d: bool | None = None, block=None, threads: int | None = None,
                         timeout: float = 30.0) -> np.ndarray:
@@ -316,6 +335,11 @@ def run_gemm_on_cluster(A, B, C=None, *, instruction, scheduler: str, progress=N
     distributed = _require("distributed")
     checked_progress(progress)
     scale_d = _checked_options(scale_d, block, threads)  # a bad option is an error before waiting on a connection
+    if not isinstance(scheduler, str) or not _ADDRESS.fullmatch(scheduler):  # a failed Client's __del__ hangs
+        raise OperandError(f"scheduler must be an address such as 'tcp://host:8786' (a host name of at most 253 "
+                           f"characters), got {quote(scheduler)}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise OperandError(f"timeout must be a positive number of seconds, got {quote(timeout)}")
     bar = nullcontext(None)
     if progress is None and progress_stream is not None:
         bar = make_bar(f"gemm @ {scheduler}", unit="block", show="always", stream=progress_stream)
@@ -329,10 +353,12 @@ def _connect(distributed, scheduler, timeout):
         return distributed.Client(scheduler, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         raise ClusterError(
-            f"cannot connect to the Dask scheduler at {scheduler!r} within {timeout:g} s ({exc}); start one "
+            f"cannot connect to the Dask scheduler at {quote(scheduler)} within {timeout:g} s ({excerpt(str(exc))}); "
+            "start one "
             "with `dask scheduler` and workers with `dask worker tcp://HOST:8786`") from exc
 
 
+@public
 def compute_on(client, A, B, C=None, *, instruction, progress=None, scale_d=None, block=None,
                threads=None) -> np.ndarray:
     """:func:`run_gemm_on_cluster` on an open ``distributed.Client``.

@@ -27,7 +27,7 @@ from .formats import as_numpy, from_bits, get_format
 from .isa.short_form import dense_kinds, resolve
 from .kernels import execute, execute_stack, stack_run
 from .mma import batch_shape, flat_stack, scale_d_flag, stack_bits
-from .validate import public, require_memory
+from .validate import public, working_set
 
 
 def resolve_instruction(instruction):
@@ -53,10 +53,7 @@ def decoding(A: np.ndarray, B: np.ndarray, C) -> None:
         return  # stack_bits names the operand
     batch = max(math.prod(A.shape[:-2]), math.prod(B.shape[:-2]), 1)
     m, k, n = A.shape[-2], A.shape[-1], B.shape[-1]
-    copies = sum(x.nbytes for x in (A, B) if not x.flags.c_contiguous)
-    need = copies + 4 * batch * (m * k + k * n + 2 * m * n)
-    product = f"a {m} x {k} by {k} x {n} product" + (f" ({batch} of them)" if batch > 1 else "")
-    require_memory(need, "A and B", f"decoding {product}", "pass smaller operands")
+    working_set({"A": A, "B": B}, 4 * batch * (m * k + k * n + 2 * m * n), m, k, n, batch)
 
 
 def _pad_k(a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from .isa.short_form import dense_kinds, resolve, sparse_kinds
 from .kernels import execute, execute_rows, execute_stack
 from .kernels.operands import read_only
 from .layout.sparse_metadata import check_columns, check_warpgroup_columns
-from .validate import decoded, public
+from .validate import decoded, public, quote
 
 
 MMA = dense_kinds("fastmma.mma", "fastmma.mma_sp")
@@ -217,7 +217,7 @@ def scale_d_flag(value, allowed: str = "a bool (or 0 / 1)") -> bool:
     read by its truth value; ``allowed`` says in the message what the caller takes."""
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
         return bool(value)
-    raise OperandError(f"scale_d must be {allowed}, got {value!r}")
+    raise OperandError(f"scale_d must be {allowed}, got {quote(value)}")
 
 
 def _scale_d(inst) -> bool:

@@ -41,7 +41,7 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import OperandError
-from .formats import from_bits, get_format, non_finite
+from .formats import as_numpy, from_bits, get_format, non_finite
 from .gemm import checked_progress
 from .isa import FusedDotRule, IntDotRule, SparseConvertedF16Rule, SpreadConvertedF16Rule, WgmmaMmaAsyncSp
 from .isa.short_form import resolve, sparse_kinds
@@ -49,7 +49,7 @@ from .kernels import SPREAD_GROUPS, execute_rows, execute_spread, fix_spread_spe
 from .kernels.kept_rows import gather_kept_rows
 from .layout.sparse_metadata import WGMMA_SP, check_row_columns, chunk_geometry
 from .mma import _scale_d, broadcast_stacks, checked_columns, flat_stack, scale_d_flag, stack_bits
-from .validate import public
+from .validate import public, working_set
 
 #: The B rows gathered for one call of the row kernels: about this many bytes (the rows of a
 #: block of A's rows, over a range of B's columns), so that they stay in the cores' caches.
@@ -91,6 +91,8 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
     inst = resolve_sparse_instruction(instruction)
     checked_progress(progress)
     warpgroup = isinstance(inst, WgmmaMmaAsyncSp)
+    A, columns, B = as_numpy(A, "A"), as_numpy(columns, "columns"), as_numpy(B, "B")
+    _decoding(A, columns, B)
     a = stack_bits(A, inst.atype, "A")
     b = stack_bits(B, inst.btype, "B")
     m, half = a.shape[-2:]
@@ -147,6 +149,19 @@ def matmul_sp(A, columns, B, C=None, *, instruction, scale_d: bool | None = None
     else:
         d = _split_columns(inst, rule, a, cols, b, b_index, c, kw, progress, m, rows_only)
     return from_bits(d.reshape(batch + (m, n)), inst.dtype)
+
+
+def _decoding(A: np.ndarray, columns: np.ndarray, B: np.ndarray) -> None:
+    """Refuse, before anything is allocated, a sparse GEMM whose working set would not fit: per
+    kept element of A 4 bytes of bits and 16 of columns (int64, and its stacked copy), per
+    element of the spread A 4, of C and D 4 each, and per element of B 12 (a peak of 6 measured
+    for f16 and 12 for tf32: its bits, a finite copy, a block of columns, the decoded panels)."""
+    if A.ndim < 2 or B.ndim < 2:
+        return  # stack_bits names the operand
+    batch = max(math.prod(A.shape[:-2]), math.prod(columns.shape[:-2]), math.prod(B.shape[:-2]), 1)
+    m, half, (kk, n) = A.shape[-2], A.shape[-1], B.shape[-2:]
+    need = batch * (20 * m * half + 4 * m * kk + 12 * kk * n + 8 * m * n)
+    working_set({"A": A, "columns": columns, "B": B}, need, m, kk, n, batch)
 
 
 def _spread_specials(inst, rule, a, cols, b, special, b_columns, b_index, c, kw, progress, m) -> np.ndarray:

@@ -23,11 +23,12 @@ import numpy as np
 from .errors import FastmmaError, OperandError
 
 #: a message longer than this has its quotes of the input elided to :data:`EXCERPT` characters
-#: (:func:`shorten`); a message's own words stay under it, but for the hazard rules it cites
+#: (:func:`shorten`); a message's own words stay under it
 MESSAGE_TARGET = 300
 
-#: the longest message an entry point lets out: past it, the middle is cut
-MESSAGE_LIMIT = 600
+#: the longest message an entry point lets out: past it, the middle is cut (a last resort, which
+#: may cut what is allowed: the tests hold every message they meet to MESSAGE_TARGET)
+MESSAGE_LIMIT = 400
 
 #: the longest excerpt of an argument a message quotes
 EXCERPT = 60
@@ -37,10 +38,16 @@ _LONG_WORD = re.compile(r"\S{%d,}" % (EXCERPT + 1))
 
 def excerpt(value, limit: int = EXCERPT) -> str:
     """``repr(value)``, its middle elided to keep it within ``limit`` characters."""
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray) and value.size > 8:  # a small one's repr says more, and briefly
         return f"array of shape {value.shape}, dtype {value.dtype}"
     text = value if isinstance(value, str) else _safe_repr(value)
     return _elide(text, limit)
+
+
+def quote(value, limit: int = EXCERPT) -> str:
+    """``value`` as a message quotes it: a string in quotes, anything else as :func:`excerpt`
+    gives it; elided to ``limit`` characters."""
+    return _elide(repr(value), limit) if isinstance(value, str) else excerpt(value, limit)
 
 
 def _safe_repr(value) -> str:
@@ -136,6 +143,18 @@ def require_memory(nbytes: int, name: str, why: str, advice: str = "pass a small
     if have is not None and nbytes > have:
         raise OperandError(f"{name}: needs {_gib(nbytes)} of memory for {why}, more than the {_gib(have)} "
                            f"available; {advice}")
+
+
+def working_set(operands: dict, nbytes: int, m: int, k: int, n: int, batch: int = 1, *,
+                what: str = "decoding a", advice: str = "pass smaller operands") -> None:
+    """Refuse, before anything is allocated, a product of ``batch`` M x K by K x N matrices whose
+    working set would not fit: ``nbytes`` for its decoded operands, result and scratch, beside a
+    contiguous copy of each strided or broadcast array of ``operands`` (name -> array)."""
+    copies = sum(x.nbytes for x in operands.values() if isinstance(x, np.ndarray) and not x.flags.c_contiguous)
+    product = f"{what} {m} x {k} by {k} x {n} product" + (f" ({batch} of them)" if batch > 1 else "")
+    *first, last = operands
+    names = f"{', '.join(first)} and {last}" if first else last
+    require_memory(copies + nbytes, names, product, advice)
 
 
 def _gib(nbytes: int) -> str:

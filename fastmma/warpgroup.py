@@ -105,21 +105,13 @@ SHARED_WINDOW_BYTES = 1 << 32
 
 _NAME_RE = re.compile(r"^[A-Za-z_$%][\w$%]*$")
 
-RULE_FENCE_FIRST = ("a wgmma.fence must precede the first wgmma.mma_async of a warpgroup "
-                    "(PTX ISA 9.7.15.7.1 wgmma.fence)")
-RULE_FENCE_BETWEEN = ("a wgmma.fence is required between a thread's access to a register and a "
-                      "wgmma.mma_async that uses it as accumulator or A fragment; only accumulator "
-                      "accesses across wgmma.mma_async of the same shape are ordered without one "
-                      "(PTX ISA 9.7.15.7.1 wgmma.fence)")
-RULE_IN_FLIGHT = ("the accumulator and A-fragment registers of a wgmma.mma_async must not be "
-                  "accessed before a wgmma.wait_group waits for a wgmma-group containing it "
-                  "(PTX ISA 9.7.15.7.3 wgmma.wait_group)")
-RULE_SMEM = ("the shared memory a wgmma.mma_async reads must not be modified until it completes "
-             "(PTX ISA 9.7.15.5.2 wgmma.mma_async)")
-RULE_PROXY = ("shared-memory writes must be made visible to the async proxy with fence.proxy.async "
-              "before a wgmma.mma_async reads them (PTX ISA 9.7.15.4 Async Proxy)")
-RULE_UNIFORM = ("matrix descriptors and scale-d are warpgroup-wide operands of one wgmma.mma_async: "
-                "values that differ between threads have no defined meaning")
+RULE_FENCE_FIRST = "a wgmma.fence must precede a warpgroup's first wgmma.mma_async (PTX ISA 9.7.15.7.1)"
+RULE_FENCE_BETWEEN = ("a wgmma.fence must come between a thread's access to a register and a wgmma.mma_async "
+                      "using it as accumulator or A (PTX ISA 9.7.15.7.1)")
+RULE_IN_FLIGHT = "an in-flight wgmma's registers wait for its wgmma.wait_group (PTX ISA 9.7.15.7.3)"
+RULE_SMEM = "shared memory a wgmma.mma_async reads must not change until it completes (PTX ISA 9.7.15.5.2)"
+RULE_PROXY = "a shared-memory write needs a fence.proxy.async before a wgmma.mma_async reads it (PTX ISA 9.7.15.4)"
+RULE_UNIFORM = "descriptors and scale-d are warpgroup-wide: values that differ between threads have no defined meaning"
 
 
 def register_names(prefix: str, count: int, start: int = 0) -> list[str]:
@@ -166,8 +158,10 @@ def _qualified_name(inst: WgmmaMmaAsync) -> str:
 
 
 def _inst_name(inst: WgmmaMmaAsync) -> str:
-    """The instruction's opcode and qualifiers as written (no operands)."""
-    return inst.text.split()[0] if inst.text else _qualified_name(inst)
+    """The instruction's qualifiers as written, without ``wgmma.mma_async`` and ``.sync.aligned``,
+    which every one has: ``m64n256k16.f32.f16.f16``, ``sp.m64n8k32.f32.e4m3.e4m3``."""
+    name = inst.text.split()[0] if inst.text else _qualified_name(inst)
+    return name.replace("wgmma.mma_async", "", 1).replace(".sync.aligned", "", 1).lstrip(".")
 
 
 class _Footprint:
@@ -637,9 +631,8 @@ class Warpgroup:
     def _check_against(self, label: str, issue: _Issue, record: InFlight) -> None:
         clash = _first_common(issue.d, record.d)
         if clash and not record.chains_with(issue.inst, issue.d):
-            raise HazardError(f"{label} accumulates into {clash}, an accumulator register of {record}, which is "
-                              f"not same-shape accumulator chaining (same shape and type, same d registers): "
-                              f"{RULE_IN_FLIGHT}")
+            raise HazardError(f"{label} accumulates into {clash}, an accumulator register of {record}, "
+                              f"not same-shape chaining: {RULE_IN_FLIGHT}")
         for mine, theirs, what in ((issue.d, record.a, "writes"), (issue.a_regs, record.d, "reads")):
             clash = _first_common(mine, theirs)
             if clash:

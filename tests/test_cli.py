@@ -274,7 +274,7 @@ def test_explain_counts_the_groups_of_a_wmma_tf32():
     (("gemm", "--size", "16", "--seed", "-1"), "--seed"),
     (("gemm", "--size", "16", "--out", "no/such/folder/d.npy"), "no/such/folder/d.npy"),
     (("gemm", "--size", "16", "--block", "0", "--scheduler", "tcp://127.0.0.1:1"),
-     "block sizes must be positive"),  # before any attempt to connect
+     "block must be an integer in"),  # before any attempt to connect
     (("gemm", "-i", "m64n8k32.f32.f16.f16", "--size", "16", "--scheduler", "tcp://127.0.0.1:1"),
      "--scheduler runs dense GEMMs"),
     (("gemm", "--size", "16", "--columns", "c.npy"), "--columns gives the columns of a compressed --a"),

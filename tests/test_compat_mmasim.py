@@ -326,8 +326,25 @@ def test_unsupported_arch(cls, arch):
 def test_unsupported_shape_and_type(cls, st):
     with pytest.raises(UnsupportedOperationError, match="supported: ") as info:
         cls("Hopper", st)
-    listed = "m64n{N}k16.{f32,f16}.f16.f16" if cls is WGMMA else "m16n8k16.f32.bf16.bf16.f32"
+    listed = "m64n{N}k16.{f32,f16}.f16.f16" if cls is WGMMA else "m16n8k{16,8}.{f32.f16.f16.f32,"
     assert listed in str(info.value)
+
+
+def _expand(pattern: str) -> set[str]:
+    """Every string a pattern with {a,b} alternatives names."""
+    head, brace, rest = pattern.partition("{")
+    if not brace:
+        return {pattern}
+    choices, _, tail = rest.partition("}")
+    return {head + c + t for c in choices.split(",") for t in _expand(tail)}
+
+
+def test_mma_summary_names_exactly_the_table():
+    with pytest.raises(UnsupportedOperationError) as info:
+        MMA("Hopper", "m16n8k32.f32.e4m3.e4m3.f32")
+    summary = str(info.value).split("supported: ")[1]
+    named = set().union(*(_expand(p) for p in summary.split(", m")))
+    assert {n if n.startswith("m") else "m" + n for n in named} == set(HOPPER_MMA_SHAPE_AND_TYPE)
 
 
 def test_operand_errors():

@@ -180,7 +180,8 @@ def test_operand_errors_are_raised_when_building_the_graph():
 @needs_dask
 @pytest.mark.parametrize("option, needle", [
     ({"block": (1, 2, 3)}, "block must be"), ({"block": "x"}, "block must be"), ({"block": 2.5}, "block must be"),
-    ({"block": (4, 0)}, "block sizes"), ({"threads": 0}, "threads must be"), ({"threads": "2"}, "threads must be"),
+    ({"block": (4, 0)}, "block must be"), ({"threads": 0}, "threads .or None. must be"),
+    ({"threads": "2"}, "threads .or None. must be"),
 ])
 def test_bad_block_and_threads_are_operand_errors(option, needle):
     A = np.ones((8, 16), np.float16)

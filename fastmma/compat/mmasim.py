@@ -82,6 +82,8 @@ and the result is moved back to their device.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -91,6 +93,7 @@ from ..isa.numerics import FmaChainRule, FusedDotRule, float_rule
 from ..kernels import execute, format_params, launch_lock
 from ..kernels.fma64 import fma_bits
 from ..kernels.fused_dot import fused_group, rounding_code
+from ..validate import decoded, public, quote, require_memory, working_set
 
 __all__ = ["WGMMA", "MMA", "UnsupportedOperationError", "hopper_rule", "HOPPER_WGMMA_SHAPE_AND_TYPE",
            "HOPPER_MMA_SHAPE_AND_TYPE", "ARCHITECTURES"]
@@ -142,19 +145,25 @@ def _wgmma_table_summary() -> str:
             "m64n{N}k32.{f32,f16}.{e5m2,e4m3}.{e5m2,e4m3}, N in 8, 16, ..., 256")
 
 
+def _mma_table_summary() -> str:
+    return ("m16n8k{16,8,4}.f64.f64.f64.f64, m8n8k4.f64.f64.f64.f64, m16n8k{8,4}.f32.tf32.tf32.f32, "
+            "m16n8k{16,8}.{f32.f16.f16.f32,f16.f16.f16.f16,f32.bf16.bf16.f32}")
+
+
 def _check_arch(arch, what: str) -> None:
-    if arch in ARCHITECTURES:
+    known = isinstance(arch, str)  # an array or list compared with a name has no single truth value
+    if known and arch in ARCHITECTURES:
         return
-    note = " (an MMA-Sim architecture that fastmma does not model)" if arch in MMASIM_ARCHITECTURES else ""
+    note = " (an MMA-Sim architecture that fastmma does not model)" if known and arch in MMASIM_ARCHITECTURES else ""
     raise UnsupportedOperationError(
-        f"unsupported architecture {arch!r} for {what}{note}; supported: {', '.join(map(repr, ARCHITECTURES))}")
+        f"unsupported architecture {quote(arch)} for {what}{note}; supported: {', '.join(map(repr, ARCHITECTURES))}")
 
 
 def _check_shape_and_type(shape_and_type, table, what: str, summary: str) -> None:
     if isinstance(shape_and_type, str) and shape_and_type in table:
         return
     raise UnsupportedOperationError(
-        f"unsupported shape_and_type {shape_and_type!r} for {what} on Hopper; supported: {summary}")
+        f"unsupported shape_and_type {quote(shape_and_type)} for {what} on Hopper; supported: {summary}")
 
 
 def _mnk(shape: str) -> tuple[int, int, int]:
@@ -178,6 +187,7 @@ class _HopperOperation:
     _what = ""
     _table: tuple[str, ...] = ()
 
+    @public
     def __init__(self, arch: str, shape_and_type: str):
         _check_arch(arch, self._what)
         _check_shape_and_type(shape_and_type, self._table, self._what, self._summary())
@@ -197,14 +207,18 @@ class _HopperOperation:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.arch!r}, {self.shape_and_type!r})"
 
+    @public
     def __call__(self, A, B, C):
         """D (M, N) = the k-loop of groups of ``rule.group`` terms on A (M, K), B (K, N), C (M, N)."""
         like = _torch_like(A, B, C)
-        a, b, c = (self._bits(x, t, n, 2) for x, t, n in ((A, self.a_type_ptx, "A"), (B, self.b_type_ptx, "B"),
-                                                           (C, self.c_type_ptx, "C")))
+        arrays = {"A": as_numpy(A, "A"), "B": as_numpy(B, "B"), "C": as_numpy(C, "C")}
+        self._decoding(arrays)
+        a, b, c = (self._bits(arrays[n], t, n, 2) for t, n in ((self.a_type_ptx, "A"), (self.b_type_ptx, "B"),
+                                                                (self.c_type_ptx, "C")))
         _check_gemm_shapes(a.shape, b.shape, c.shape)
         return _wrap(from_bits(self._gemm(a, b, c), self.d_type_ptx), like)
 
+    @public
     def dpa(self, a, b, c):
         """d (...) = the dot products of the vectors a (..., K) and b (..., K), plus c (...)."""
         like = _torch_like(a, b, c)
@@ -217,10 +231,20 @@ class _HopperOperation:
 
     # ------------------------------------------------------------ internals
 
+    def _decoding(self, arrays: dict) -> None:
+        """Refuse, before anything is allocated, a product whose bits (8 bytes an element for
+        f64, else 4: A, B, C and D) would not fit beside the copies of strided operands."""
+        A, B = arrays["A"], arrays["B"]
+        if A.ndim == 2 and B.ndim == 2:
+            (m, k), n = A.shape, B.shape[1]
+            width = 8 if self.a_type_ptx == "f64" else 4
+            working_set(arrays, width * (m * k + k * n + 2 * m * n), m, k, n)
+
     def _bits(self, x, ptx_type: str, name: str, ndim: int | None) -> np.ndarray:
         arr = as_numpy(x, name)
         if ndim is not None and arr.ndim != ndim:
             raise OperandError(f"{name} must be a {ndim}-D matrix, got shape {tuple(arr.shape)}")
+        decoded(arr, name, get_format(ptx_type).storage.itemsize)
         try:
             bits = to_bits(arr, get_format(ptx_type), name)
         except OperandError as exc:
@@ -278,6 +302,10 @@ class MMA(_HopperOperation):
     _what = "mma"
     _table = HOPPER_MMA_SHAPE_AND_TYPE
 
+    @classmethod
+    def _summary(cls) -> str:
+        return _mma_table_summary()
+
     def __init__(self, arch: str, shape_and_type: str):
         super().__init__(arch, shape_and_type)
         self.kind = None
@@ -327,6 +355,9 @@ def _broadcast_vectors(a, b, batch):
     except ValueError:
         raise OperandError(f"a {tuple(a.shape)} and b {tuple(b.shape)} must broadcast to c's shape "
                            f"{tuple(batch)} plus K") from None
+    count = math.prod(batch) * k
+    require_memory(count * (a.itemsize + b.itemsize), "a and b", f"broadcasting them to c's shape plus K "
+                   f"({count} elements each)", "pass smaller vectors, or a c of fewer elements")
     return (np.ascontiguousarray(np.broadcast_to(x, batch + (k,))) for x in (a, b))
 
 

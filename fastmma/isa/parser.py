@@ -61,10 +61,18 @@ def _choices(values, dot=True) -> str:
 
 
 def _n_list(values) -> str:
-    vals = list(values)
-    if len(vals) > 10:
-        return ", ".join(map(str, vals[:6])) + ", ..., " + ", ".join(map(str, vals[-2:]))
-    return ", ".join(map(str, vals))
+    """Sorted integers as runs of one step: ``8..32 by 8, 48..224 by 16``."""
+    vals, runs = sorted(values), []
+    while vals:
+        step = vals[1] - vals[0] if len(vals) > 1 else 0
+        end = next((i for i in range(1, len(vals)) if vals[i] - vals[i - 1] != step), len(vals))
+        if end < 3:  # two values are no run
+            runs.append(str(vals[0]))
+            vals = vals[1:]
+        else:
+            runs.append(f"{vals[0]}..{vals[end - 1]} by {step}")
+            vals = vals[end:]
+    return ", ".join(runs)
 
 
 # ---------------------------------------------------------------- lexing
@@ -255,7 +263,8 @@ class _Quals:
             raise _fail(f"{self.opcode} needs a shape qualifier; valid shapes: {choices}")
         numbers = _SHAPE_RE.match(tok).groups()
         if max(map(len, numbers)) > 4:  # no ISA shape needs more; int() refuses thousands of digits
-            raise _fail(f"shape .{excerpt(tok, 30)} has a number of more than 4 digits; valid shapes: {choices}")
+            raise _fail(f"shape .{excerpt(tok, 30)} has a number of more than 4 digits (no shape's M, N or K "
+                        f"has more than 3)")
         m, n, k = map(int, numbers)
         return Shape(m, n, k)
 
@@ -348,8 +357,18 @@ def _match_opcode(parts: list[str], name: str) -> tuple[str, list[str]]:
         raise _fail(f"unknown wgmma instruction {op!r}; valid: wgmma.mma_async, wgmma.fence, "
                     f"wgmma.commit_group, wgmma.wait_group")
     raise UnsupportedInstructionError(
-        f"{name.split('.')[0]!r}... is not a wgmma, wmma, mma or warp matrix-move instruction; fastmma parses "
-        + ", ".join(OPCODES))
+        f"{excerpt(repr(name.split('.')[0]), 30)}... is not a wgmma, wmma, mma or warp matrix-move instruction; "
+        f"fastmma parses {_grouped(OPCODES)}")
+
+
+def _grouped(opcodes) -> str:
+    """Opcodes with their first word said once: ``wgmma.{fence,commit_group}, mma, mma.sp``."""
+    groups = {}
+    for op in opcodes:
+        head, _, tail = op.partition(".")
+        groups.setdefault(head, []).append(tail)
+    return ", ".join(f"{head}.{{{','.join(tails)}}}" if len(tails) > 1 and all(tails) else
+                     ", ".join(f"{head}.{t}" if t else head for t in tails) for head, tails in groups.items())
 
 
 # Qualifiers (the part before any ``::``) of mma forms fastmma does not execute, with the
@@ -392,6 +411,19 @@ def _build_wgmma_plain(opcode, quals, operands, text):
     return WgmmaWaitGroup(opcode, text, operands, n=n)
 
 
+def _wgmma_shapes(rows) -> str:
+    """``.m64nNkK`` of each row (name, K, N list), rows of one K together, and the N list that
+    most rows share said once."""
+    lists = [n for _, _, n in rows]
+    common = max(lists, key=lists.count)
+    by_k = {}
+    for name, k, _ in rows:
+        by_k.setdefault(k, []).append(name)
+    others = "; ".join(f"{name}: {n}" for name, _, n in rows if n != common)
+    return (", ".join(f".m64nNk{k} ({', '.join(names)})" for k, names in by_k.items())
+            + f"; N in {common}" + (f" ({others})" if others else ""))
+
+
 def _build_wgmma_mma(opcode, quals, operands, text):
     """``wgmma.mma_async`` (PTX ISA 9.7.15.5.2) and ``wgmma.mma_async.sp`` (9.7.15.6.3),
     validated against ``tables.WGMMA_TYPE_ROWS``: the sparse form has every row but .b1, with
@@ -400,7 +432,7 @@ def _build_wgmma_mma(opcode, quals, operands, text):
     sparse = opcode == "wgmma.mma_async.sp"
     rows = [r for r in tables.WGMMA_TYPE_ROWS if not sparse or r.name in tables.WGMMA_SP_SELECTORS]
     k_of = (lambda r: 2 * r.k) if sparse else (lambda r: r.k)
-    shape = quals.shape("; ".join(f"{r.name}: .m64nNk{k_of(r)} with N in {_n_list(r.n_values)}" for r in rows))
+    shape = quals.shape(_wgmma_shapes([(r.name, k_of(r), _n_list(r.n_values)) for r in rows]))
     types = quals.get("type")
     if len(types) != 3:
         raise _fail(f"{opcode} needs three type qualifiers .dtype.atype.btype, got {_choices(types) or 'none'}")

@@ -82,19 +82,22 @@ def _resolve_text(text: str, kinds: InstructionKinds) -> Instruction:
             raise InvalidInstructionError(f"{kinds.needs}, got {inst}")
         return inst
     shape, _, types = text.lstrip(".").partition(".")
-    errors = []
+    errors = {}
     for template in kinds.templates:
         try:
             return parse(template.format(shape=shape, types=types))
         except InvalidInstructionError as exc:
-            errors.append(f"as {template.split('.sync')[0]}: {exc}")
+            errors[template.split(".sync")[0]] = str(exc)
     hint = _near_miss(types)
     if hint:
         raise InvalidInstructionError(f"'{excerpt(text)}' is not a valid short form: {hint}")
     other = _other_family(shape, types, kinds)
     if other is not None:
         raise InvalidInstructionError(f"{kinds.needs}; short form {excerpt(text)} reads as {other.opcode}")
-    raise InvalidInstructionError(f"'{excerpt(text)}' is not a valid short form ({'; '.join(errors)})")
+    family = next((f for f in errors if f.startswith("wgmma") == shape.startswith("m64n")), next(iter(errors)))
+    others = " or ".join(f for f in errors if f != family)
+    raise InvalidInstructionError(f"'{excerpt(text)}' is not a valid short form (as {family}: {errors[family]}"
+                                  + (f"; nor a {others} form)" if others else ")"))
 
 
 def _near_miss(types: str) -> str | None:
