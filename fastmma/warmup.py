@@ -12,7 +12,8 @@ after another in one process, and each family in a process of its own.  Each typ
 instructions of :data:`PLAN` through :func:`fastmma.matmul` on the shapes of :data:`SHAPES`
 (one instruction's tile, a blocked GEMM, a stack) and the data of :data:`STYLES`, which
 between them reach the small-tile, per-element, blocked and stack kernels, both exponent
-lanes and the pass over infinities and NaN.
+lanes and the pass over infinities and NaN; :data:`SPARSE_PLAN` does the same for the
+structured-sparse instructions through :func:`fastmma.matmul_sp`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ PLAN = {
     "u4": ("m16n8k64.s32.u4.u4.s32",),
     "b1": ("m64n256k256.s32.b1.b1.and.popc", "m8n8k128.s32.b1.b1.s32.xor.popc"),
     "f64": ("m8n8k4.rn.f64.f64.f64.f64", "m8n8k4.rz.f64.f64.f64.f64", "m16n8k16.f64.f64.f64.f64"),
+}
+
+#: The sparse instructions each type warms through :func:`fastmma.matmul_sp` (wgmma's and
+#: mma.sp's, whose spread A and fp8 steps reach kernels of their own).
+SPARSE_PLAN = {
+    "f16": ("m64n256k32.f32.f16.f16", "m16n8k32.f32.f16.f16.f32", "m64n256k32.f16.f16.f16"),
+    "bf16": ("m64n256k32.f32.bf16.bf16", "m16n8k32.f32.bf16.bf16.f32"),
+    "tf32": ("m64n256k16.f32.tf32.tf32", "m16n8k16.f32.tf32.tf32.f32"),
+    "e4m3": ("m64n256k64.f32.e4m3.e4m3", "m16n8k64.f32.e4m3.e5m2.f32"),
+    "e5m2": ("m64n256k64.f16.e5m2.e4m3",),
+    "s8": ("m64n224k64.s32.s8.s8", "m16n8k64.s32.s8.u8.s32.satfinite"),
+    "u8": ("m64n224k64.s32.u8.u8",),
+    "s4": ("m16n8k128.s32.s4.s4.s32",),
+    "u4": ("m16n8k128.s32.u4.s4.s32",),
 }
 
 #: Types whose kernels are the same code for the same storage: warmed one after another.
@@ -97,6 +112,32 @@ def _warm_type(name: str) -> int:
     return calls
 
 
+def _warm_sparse(name: str) -> int:
+    """Run :data:`SPARSE_PLAN`'s instructions for ``name`` through :func:`fastmma.matmul_sp`,
+    each row keeping the first places of its chunks; the number of calls made."""
+    from .formats import get_format
+    from .layout.sparse_metadata import chunk_geometry
+    from .sparse_gemm import matmul_sp, resolve_sparse_instruction
+
+    rng = np.random.default_rng(0)
+    calls = 0
+    for text in SPARSE_PLAN.get(name, ()):
+        inst = resolve_sparse_instruction(text)
+        fa, fb, fc = get_format(inst.atype), get_format(inst.btype), get_format(inst.ctype)
+        chunk, kept = chunk_geometry(inst.atype)
+        for batch, m, k, n in SHAPES:
+            k = max(k, inst.shape.k)
+            columns = np.broadcast_to((chunk * np.arange(k // chunk)[:, None] + np.arange(kept)).ravel(),
+                                      batch + (m, k // chunk * kept))
+            for style in STYLES:
+                a = _operand(fa, batch + (m, k // chunk * kept), style, rng)
+                b = _operand(fb, batch + (k, n), style, rng)
+                c = _operand(fc, batch + (m, n), style, rng)
+                matmul_sp(a, columns, b, c, instruction=inst)
+                calls += 1
+    return calls
+
+
 def _counts() -> tuple[int, int]:
     """numba's compiles and cache loads in this process, over fastmma's cached kernels
     (:func:`fastmma.kernel_report.kernels_of`, the variant tables included)."""
@@ -115,7 +156,7 @@ def _counts() -> tuple[int, int]:
 
 def _warm_family(types: tuple) -> tuple[int, int, int]:
     """One process's work: each of ``types`` in turn; (calls, compiled, loaded)."""
-    calls = sum(_warm_type(name) for name in types)
+    calls = sum(_warm_type(name) + _warm_sparse(name) for name in types)
     log_counts("warmup " + "+".join(types))
     return (calls, *_counts())
 
