@@ -156,9 +156,10 @@ def _counts() -> tuple[int, int]:
 
 def _warm_family(types: tuple) -> tuple[int, int, int]:
     """One process's work: each of ``types`` in turn; (calls, compiled, loaded)."""
+    before = _counts()  # a process may warm several families: count this one's alone
     calls = sum(_warm_type(name) + _warm_sparse(name) for name in types)
     log_counts("warmup " + "+".join(types))
-    return (calls, *_counts())
+    return (calls, *(after - earlier for after, earlier in zip(_counts(), before)))
 
 
 #: Where set, the file that :func:`log_counts` appends to (``tools/compile_count.py`` sets it).

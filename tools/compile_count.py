@@ -33,7 +33,9 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         rc = subprocess.call(command, env=env)
         seconds = time.perf_counter() - start
-        processes = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        # a process's counts are running totals (a warmup process logs once per family): keep its last
+        processes = list({p["pid"]: p for p in lines}.values())
         counts = {"command": command, "returncode": rc, "seconds": round(seconds, 1),
                   "distinct": sum(1 for _ in cache.rglob("*.nbc")),
                   "compiles": sum(p["compiled"] for p in processes) if processes else None,
