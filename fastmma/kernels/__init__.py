@@ -320,7 +320,9 @@ def reference(rule, a, b, c, atype: str, btype: str, ctype: str, dtype: str, *,
     with launch_lock:
         if not isinstance(rule, FusedDotRule):
             return _exact_sum(rule, a, b, c, atype, btype, dtype, use_c, fast=False)
-        d = _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
+        # the oracle takes A's and B's bits widened (one compile for every width); execute_rows'
+        # GEMVs, a hot path, take them as they come
+        d = _fused_reference(rule, widened(a), widened(b), c, atype, btype, ctype, dtype, use_c, neg_a, neg_b)
     return _plus_addend(d, addend, dtype)
 
 
@@ -331,11 +333,10 @@ def _fused_reference(rule, a, b, c, atype, btype, ctype, dtype, use_c, neg_a, ne
     one = a.ndim == 2
     if one:
         a, b, c = a[None], b[None], c[None]
-    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=np.uint32)
+    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=get_format(dtype).storage)
     c, ctype = c_as_accumulator(rule, c, ctype)
-    a, b, c = widened(a), widened(b), widened(c)
+    a, b, c = read_only(a), read_only(b), read_only(c)
     fused_dot.fused_dot_mma(a, b, c, out, *(format_params(t) for t in (atype, btype, ctype, dtype)),
                             rule.group, rule.frac_bits, rule.e_zero, rule.out_man_bits,
                             fused_dot.rounding_code(rule), use_c, int(neg_a), int(neg_b))
-    out = out.astype(get_format(dtype).storage, copy=False)
     return out[0] if one else out
