@@ -127,10 +127,11 @@ def _warm_sparse(name: str) -> int:
         chunk, kept = chunk_geometry(inst.atype)
         for batch, m, k, n in SHAPES:
             k = max(k, inst.shape.k)
+            half = k // chunk * kept  # A's kept columns
             columns = np.broadcast_to((chunk * np.arange(k // chunk)[:, None] + np.arange(kept)).ravel(),
-                                      batch + (m, k // chunk * kept))
+                                      batch + (m, half))
             for style in STYLES:
-                a = _operand(fa, batch + (m, k // chunk * kept), style, rng)
+                a = _operand(fa, batch + (m, half), style, rng)
                 b = _operand(fb, batch + (k, n), style, rng)
                 c = _operand(fc, batch + (m, n), style, rng)
                 matmul_sp(a, columns, b, c, instruction=inst)
