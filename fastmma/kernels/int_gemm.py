@@ -19,6 +19,10 @@ associative, so without ``satfinite`` the chunk of k summed in float32 need not 
 instruction's group.  Shapes outside the float32 bound take a generic path that sums each
 group in float64 (exact up to 2^53).
 
+GEMMs of at least ``_WORDS_FROM`` products go to :mod:`.word_gemm`, which sums in int32 lanes
+on the CPU's integer dot-product instructions; the float32 path below is for smaller ones,
+where its single parallel pass starts sooner than word_gemm's packing passes.
+
 Blocking (int): the output is cut into tasks of ``_MB`` rows x ``_NB`` columns, spread over
 threads with ``prange``.  A task walks K in blocks of ``_KB``: it decodes the A block
 (rows x KB) and the B panel (KB x NB) into contiguous float32 buffers, then for each chunk of
@@ -69,6 +73,7 @@ _WC = 16  # b1: uint64 words per unrolled chunk (1024 k-bits)
 _WT = 4  # b1: words per tail chunk; K is zero-padded to a multiple of 256 bits
 _F32_EXACT = 1 << 24
 _PARTS = 256  # prange iterations at most (numba.get_num_threads() would defeat caching)
+_WORDS_FROM = 1 << 22  # products (M * N * K, over a stack) from which word_gemm is faster
 
 
 # ---------------------------------------------------------------------------------------
@@ -333,7 +338,11 @@ def int_gemm(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinit
     (dpa, max_a), (dpb, max_b) = _operand(a_width, bool(a_signed)), _operand(b_width, bool(b_signed))
     g = _chunk_size(kk, group, satfinite, max_a * max_b)
     a, b, c, out = _stacked(a, b, c, out)
-    if g in _CHUNK_KERNELS:
+    if a.size * b.shape[-1] >= _WORDS_FROM and group % 4 == 0:
+        from .word_gemm import word_gemm
+
+        word_gemm(a, b, c, out, (a_width, bool(a_signed), b_width, bool(b_signed)), group, satfinite, use_c)
+    elif g in _CHUNK_KERNELS:
         _CHUNK_KERNELS[g](a, b, c, out, dpa, dpb, satfinite, use_c)
     else:
         _int_gemm_any(a, b, c, out, dpa, dpb, group, satfinite, use_c)
