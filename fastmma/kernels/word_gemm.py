@@ -10,18 +10,19 @@ k-terms.  Any exact order of the sum gives those bits, so this kernel sums in in
   B: ``vpmaddwd`` (int16 pairs, any x86 with AVX2; with VNNI LLVM fuses it with the add into
   ``vpdpwssd``) or ``vpdpbusd`` (u8 x s8 quads, AVX-512 VNNI);
 - ``vpdpbusd`` takes A unsigned and B signed, so A enters as ``a + oa`` and B as ``b - ob``
-  (:func:`offsets`), and the sum is mended exactly by
-  ``sum a*b = sum a'*b' + ob * sum a' - oa * sum b' - k * oa * ob``, with the row sums of A'
-  and the column sums of B' kept per instruction group;
-- a group's sum (at most 64 * 255 * 255 in magnitude, mended or not) never leaves int32, so
-  under ``.satfinite`` each group's sum is settled into the int32 state as in
-  :func:`.int_gemm._settle32`; without it every partial sum wraps and the whole K is one run.
+  (:func:`offsets`), and the wrapped sum over K is mended exactly (modulo 2^32) by
+  ``sum a*b = sum a'*b' + ob * sum a' - oa * sum b' - K * oa * ob``, from the row sums of A'
+  and the column sums of B';
+- under ``.satfinite`` a pairs form (no offsets) sums each group of k-terms afresh (at most
+  64 * 255 * 255 in magnitude: never past int32) and adds it to the int32 state clamped to
+  the int32 range, which is the rule's clamp of the exact sum; without it every partial sum
+  wraps and the whole K is one run.
 
 Blocking: A and B are packed once into words (A as rows of words, B as column tiles of ``_NB``
 columns, each a (K / per_word) x ``_NB`` block of words), the output is cut into tasks of
 ``_MB`` x ``_NB`` spread over the threads, and within a task a register block of
 ``form.rows`` rows x ``form.vectors`` vectors of output sums runs over a k-block of words
-(:func:`dot_block`), the B sliver staying in L1 while the row blocks pass it.
+(:func:`_make_dot_block`), the B sliver staying in L1 while the row blocks pass it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .int_dot import _value
-from .int_gemm import _settle32
 from .vector_ops import codegen_features
 
 _MB = 128  # rows per task
@@ -123,17 +123,19 @@ def _tile_pointers(context, builder, array, r, j, rows, form):
              for c in range(form.vectors)] for i in range(rows)]
 
 
-def _make_dot_block(form: DotForm):
-    """The register block of ``form`` as an intrinsic ``dot_block(acc, r, j, a, b, q0, q)``:
-    ``acc[r + i, j + c]`` (for ``i < rows``, ``c < lanes * vectors``) plus the dot products of
-    A's words ``a[r + i, q0:q0 + q]`` with B's words ``b[q0:q0 + q, j + c]``, in int32 lanes
-    (wrapping).  Nothing is checked: the caller keeps every index inside the arrays."""
+def _make_dot_block(form: DotForm, settle: bool):
+    """The register block of ``form`` as an intrinsic ``block(acc, r, j, a, b, q0, q)`` that
+    forms, for ``i < rows`` and ``c < lanes * vectors``, the dot products of A's words
+    ``a[r + i, q0:q0 + q]`` with B's words ``b[q0:q0 + q, j + c]`` in int32 lanes (wrapping),
+    and adds them to ``acc[r + i, j + c]``: wrapping, or where ``settle``, as one sum clamped
+    to the int32 range (``llvm.sadd.sat``, the rule's ``.satfinite`` step).  Nothing is
+    checked: the caller keeps every index inside the arrays."""
     rows, lanes = form.rows, form.lanes
+    vec = ir.VectorType(ir.IntType(32), lanes)
 
     @intrinsic
-    def dot_block(typingctx, acc, r, j, a, b, q0, q):
-        arrays = (acc, a, b)
-        if not (all(isinstance(x, types.Array) and x.ndim == 2 and x.dtype == types.int32 for x in arrays)
+    def block(typingctx, acc, r, j, a, b, q0, q):
+        if not (all(isinstance(x, types.Array) and x.ndim == 2 and x.dtype == types.int32 for x in (acc, a, b))
                 and all(isinstance(x, types.Integer) for x in (r, j, q0, q))):
             return None
 
@@ -142,7 +144,8 @@ def _make_dot_block(form: DotForm):
             acc_v, a_v, b_v = args[0], args[3], args[4]
             r, j, q0, q = (context.cast(builder, args[i], signature.args[i], types.int64) for i in (1, 2, 5, 6))
             tile = _tile_pointers(context, builder, (acc_t, acc_v), r, j, rows, form)
-            slots = [[cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in row] for row in tile]
+            slots = [[cgutils.alloca_once_value(builder, ir.Constant(vec, None) if settle else builder.load(p, align=4))
+                      for p in row] for row in tile]
             with cgutils.for_range(builder, q) as loop:
                 k = builder.add(q0, loop.index)
                 brow = _tile_pointers(context, builder, (b_t, b_v), k, j, 1, form)[0]
@@ -152,14 +155,19 @@ def _make_dot_block(form: DotForm):
                     aw = _splat(builder, builder.load(at, align=4), lanes)
                     for slot, bv in zip(row, bvec):
                         builder.store(_dot(builder, builder.load(slot), aw, bv, form), slot)
+            clamp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 2),
+                                                   f"llvm.sadd.sat.v{lanes}i32")
             for row, pointers in zip(slots, tile):
                 for slot, p in zip(row, pointers):
-                    builder.store(builder.load(slot), p, align=4)
+                    total = builder.load(slot)
+                    if settle:
+                        total = builder.call(clamp, [builder.load(p, align=4), total])
+                    builder.store(total, p, align=4)
             return context.get_dummy_value()
 
         return types.void(acc, r, j, a, b, q0, q), codegen
 
-    return dot_block
+    return block
 
 
 #: The forms, by name, each with the CPU features that its instruction needs.  The
@@ -176,10 +184,12 @@ NEEDS = {"vnni": {"+avx512vnni", "+avx512bw", "+avx512f"}, "pairs-512": {"+avx51
          "pairs": {"+avx2"}, "pairs-ir": set()}
 
 
-def host_form() -> DotForm:
-    """The first form of :data:`NEEDS` whose features the code generator's CPU has."""
+def host_form(satfinite: bool = False) -> DotForm:
+    """The first form of :data:`NEEDS` whose features the code generator's CPU has; under
+    ``.satfinite`` the first of the pairs, whose groups' sums are clamped as they stand."""
     features = set(codegen_features().split(","))
-    return next(FORMS[name] for name, needs in NEEDS.items() if needs <= features)
+    return next(FORMS[name] for name, needs in NEEDS.items()
+                if needs <= features and (FORMS[name].per_word == 2 or not satfinite))
 
 
 def offsets(form: DotForm, a_signed: bool, b_width: int, b_signed: bool):
@@ -228,36 +238,24 @@ def _pack(a, b, a_el, b_el, dpa, dpb, oa, ob):
 
 
 @njit(parallel=True, cache=True)
-def _mending_sums(a_el, b_el, ra, cb, words):
-    """Row sums of A's elements and column sums of B's, per run of ``words`` words (an
-    instruction's group, or the whole K)."""
+def _mending_sums(a_el, b_el, ra, cb):
+    """The row sums of A's elements and the column sums of B's, over the whole K."""
     count, rows, kk = a_el.shape
-    per = b_el.shape[4]
     for t in prange(count * rows):
         s, i = t // rows, t % rows
-        for g in range(ra.shape[1]):
-            total = np.int64(0)
-            for k in range(g * words * per, (g + 1) * words * per):
-                total += np.int64(a_el[s, i, k])
-            ra[s, g, i] = np.int32(total)
+        total = np.int64(0)
+        for k in range(kk):
+            total += np.int64(a_el[s, i, k])
+        ra[s, i] = np.int32(total)
     ntile, width = b_el.shape[1], b_el.shape[3]
     for t in prange(count * ntile):
         s, tj = t // ntile, t % ntile
-        for g in range(cb.shape[1]):
-            for jj in range(width):
-                total = np.int64(0)
-                for q in range(g * words, (g + 1) * words):
-                    for p in range(per):
-                        total += np.int64(b_el[s, tj, q, jj, p])
-                cb[s, g, tj * width + jj] = np.int32(total)
-
-
-@njit(cache=True, inline="always")
-def _mend(v, ra, cb, s, g, i, j, sums, terms):
-    """The exact sum of ``terms`` products from the sum ``v`` of their entered forms, wrapped
-    to int32 (see the module's docstring)."""
-    fix = np.int64(sums.ob) * ra[s, g, i] - np.int64(sums.oa) * cb[s, g, j] - np.int64(terms) * sums.oa * sums.ob
-    return np.int32(np.int64(v) + fix)
+        for jj in range(width):
+            total = np.int64(0)
+            for q in range(b_el.shape[2]):
+                for p in range(b_el.shape[4]):
+                    total += np.int64(b_el[s, tj, q, jj, p])
+            cb[s, tj * width + jj] = np.int32(total)
 
 
 def _tasks_template(rows, width, per_word, block_words):
@@ -267,11 +265,10 @@ def _tasks_template(rows, width, per_word, block_words):
     def tasks(aw, bw, c, out, ra, cb, sums):
         count, m, n = out.shape
         nword, tile = bw.shape[2], bw.shape[3]
-        row_tiles = (m + _MB - 1) // _MB
-        per = row_tiles * bw.shape[1]
-        mend = sums.oa != 0 or sums.ob != 0
+        per = (m + _MB - 1) // _MB * bw.shape[1]
         gw = sums.group // per_word if sums.satfinite else nword
         kbw = gw * max(1, block_words // gw)
+        fix = -np.int64(nword * per_word) * sums.oa * sums.ob
         for t in prange(count * per):
             s, ti, tj = t // per, (t % per) // bw.shape[1], t % bw.shape[1]
             i0, j0 = ti * _MB, tj * tile
@@ -279,7 +276,6 @@ def _tasks_template(rows, width, per_word, block_words):
             nrp = (nr + rows - 1) // rows * rows
             ap, bp = aw[s, i0:i0 + nrp], bw[s, tj]
             st = np.zeros((nrp, tile), np.int32)
-            gs = np.empty((rows if sums.satfinite else 0, width), np.int32)
             if sums.use_c:
                 for i in range(nr):
                     for j in range(nc):
@@ -288,69 +284,54 @@ def _tasks_template(rows, width, per_word, block_words):
                 kq = min(kbw, nword - k0)
                 for j in range(0, tile, width):
                     for r in range(0, nrp, rows):
-                        if not sums.satfinite:
-                            dot_block(st, r, j, ap, bp, k0, kq)
-                            continue
-                        for g0 in range(k0, k0 + kq, gw):
-                            gs[:, :] = 0
-                            dot_block(gs, 0, 0, ap[r:r + rows], bp[:, j:j + width], g0, gw)
-                            if mend:
-                                for i in range(rows):
-                                    for jj in range(width):
-                                        gs[i, jj] = _mend(gs[i, jj], ra, cb, s, g0 // gw, i0 + r + i, j0 + j + jj,
-                                                          sums, sums.group)
-                            for i in range(rows):
-                                srow, grow = st[r + i, j:j + width], gs[i]
-                                for jj in range(width):
-                                    srow[jj] = _settle32(srow[jj], grow[jj], True)
+                        if sums.satfinite:
+                            for g0 in range(k0, k0 + kq, gw):
+                                dot_settle(st, r, j, ap, bp, g0, gw)
+                        else:
+                            dot_add(st, r, j, ap, bp, k0, kq)
             for i in range(nr):
+                row_fix = fix + np.int64(sums.ob) * ra[s, i0 + i]
                 for j in range(nc):
-                    v = st[i, j]
-                    if mend and not sums.satfinite:
-                        v = _mend(v, ra, cb, s, 0, i0 + i, j0 + j, sums, nword * per_word)
-                    out[s, i0 + i, j0 + j] = v
+                    out[s, i0 + i, j0 + j] = np.int32(st[i, j] + row_fix - np.int64(sums.oa) * cb[s, j0 + j])
 
     return tasks
 
 
 @functools.lru_cache(maxsize=None)
 def _kernels(name):
-    """The dot block and the parallel kernel of the form ``name``, compiled when first used."""
+    """The parallel kernel of the form ``name``, compiled when first used."""
     from .variants import variant
 
     form = FORMS[name]
-    width = form.lanes * form.vectors
-    block = _make_dot_block(form)
-    template = _tasks_template(form.rows, width, form.per_word, _KB // form.per_word)
-    return variant(template, f"word_tasks_{name.replace('-', '_')}", {"dot_block": block}, parallel=True,
-                   cache=True)
+    template = _tasks_template(form.rows, form.lanes * form.vectors, form.per_word, _KB // form.per_word)
+    calls = {"dot_add": _make_dot_block(form, False), "dot_settle": _make_dot_block(form, True)}
+    return variant(template, f"word_tasks_{name.replace('-', '_')}", calls, parallel=True, cache=True)
 
 
 def word_gemm(a, b, c, out, types_, group, satfinite, use_c, form=None):
     """``out = C + A @ B`` (int32) by instructions of ``group`` k each, on stacks (S, M, K) x
     (S, K, N); == :func:`.int_dot.int_dot_mma`.  ``types_`` is (a_width, a_signed, b_width,
-    b_signed); ``form`` a :data:`FORMS` entry (default :func:`host_form`)."""
+    b_signed); ``form`` a :data:`FORMS` entry (default: :func:`host_form`'s)."""
     from .int_gemm import _operand
 
-    form = form or host_form()
+    form = form or host_form(satfinite)
     a_width, a_signed, b_width, b_signed = types_
     count, m, kk = a.shape
     n, per = b.shape[2], form.per_word
-    if kk % per or (satfinite and group % per):
-        raise ValueError(f"K and group must be multiples of {per} for the {form.name} form")
+    oa, ob = offsets(form, bool(a_signed), b_width, bool(b_signed))
+    if kk % per or (satfinite and (group % per or oa or ob)):
+        raise ValueError(f"the {form.name} form takes K in multiples of {per}, and .satfinite only where "
+                         "A and B enter unchanged (the pairs forms)")
     width = form.lanes * form.vectors
     tile = min(_NB, -(-n // width) * width)
     ntile = -(-n // tile)
     a_el = np.empty((count, -(-m // form.rows) * form.rows, kk), form.element_a)
     b_el = np.empty((count, ntile, kk // per, tile, per), form.element_b)
     (dpa, _), (dpb, _) = _operand(a_width, bool(a_signed)), _operand(b_width, bool(b_signed))
-    oa, ob = offsets(form, bool(a_signed), b_width, bool(b_signed))
     _pack(a, b, a_el, b_el, dpa, dpb, oa, ob)
-    words = group // per if satfinite else kk // per
-    shape = (count, kk // per // words if (oa or ob) else 0)
-    ra, cb = np.empty(shape + (a_el.shape[1],), np.int32), np.empty(shape + (ntile * tile,), np.int32)
+    ra, cb = np.zeros((count, a_el.shape[1]), np.int32), np.zeros((count, ntile * tile), np.int32)
     if oa or ob:
-        _mending_sums(a_el, b_el, ra, cb, words)
+        _mending_sums(a_el, b_el, ra, cb)
     aw = a_el.view(np.int32)
     bw = b_el.reshape(count, ntile, kk // per, tile * per).view(np.int32)
     _kernels(form.name)(aw, bw, c, out, ra, cb, Sums(oa, ob, group, bool(satfinite), bool(use_c)))
