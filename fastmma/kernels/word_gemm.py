@@ -266,7 +266,7 @@ def _tasks_template(rows, width, per_word, block_words):
         count, m, n = out.shape
         nword, tile = bw.shape[2], bw.shape[3]
         per = (m + _MB - 1) // _MB * bw.shape[1]
-        gw = sums.group // per_word if sums.satfinite else nword
+        gw = sums.group // per_word if sums.satfinite else 1
         kbw = gw * max(1, block_words // gw)
         fix = -np.int64(nword * per_word) * sums.oa * sums.ob
         for t in prange(count * per):
