@@ -172,13 +172,14 @@ def _make_dot_block(form: DotForm, settle: bool):
 
 #: The forms, by name, each with the CPU features that its instruction needs.  The
 #: portable ones run anywhere: ``pairs-ir`` where no instruction is known, and ``quads-ir``,
-#: the quads' arithmetic (slow), lets any CPU test the mending of A's and B's offsets.
+#: the arithmetic and register block of ``vnni`` (slowly), lets any CPU test the mending of
+#: A's and B's offsets and the blocks of 64 columns.
 FORMS = {f.name: f for f in (
     DotForm("vnni", 4, np.uint8, np.int8, 16, 4, 4, "llvm.x86.avx512.vpdpbusd.512"),
     DotForm("pairs-512", 2, np.int16, np.int16, 16, 4, 4, "llvm.x86.avx512.pmaddw.d.512"),
     DotForm("pairs", 2, np.int16, np.int16, 8, 4, 2, "llvm.x86.avx2.pmadd.wd"),
     DotForm("pairs-ir", 2, np.int16, np.int16, 8, 4, 2, ""),
-    DotForm("quads-ir", 4, np.uint8, np.int8, 8, 4, 2, ""),
+    DotForm("quads-ir", 4, np.uint8, np.int8, 16, 4, 4, ""),
 )}
 NEEDS = {"vnni": {"+avx512vnni", "+avx512bw", "+avx512f"}, "pairs-512": {"+avx512bw", "+avx512f"},
          "pairs": {"+avx2"}, "pairs-ir": set()}
