@@ -297,6 +297,17 @@ def default_recordings() -> Path | None:
     return here if here.is_dir() else None
 
 
+def _integer_forms() -> str:
+    """Which dot-product form the integer GEMMs take on this CPU (:mod:`fastmma.kernels.word_gemm`)."""
+    from .kernels.word_gemm import host_form
+
+    def named(form):
+        return f"{form.name} ({form.instruction or 'portable vector code'})"
+
+    wrap, clamp = host_form(), host_form(satfinite=True)
+    return named(wrap) + ("" if clamp == wrap else f"; .satfinite: {named(clamp)}")
+
+
 def _cmd_info(args) -> int:
     import ml_dtypes
     import numba
@@ -309,6 +320,7 @@ def _cmd_info(args) -> int:
     print(f"threads: numba {numba.get_num_threads()} of {numba.config.NUMBA_NUM_THREADS} "
           f"(set NUMBA_NUM_THREADS to change); machine: {platform.machine()}, {platform.processor() or '?'}")
     print(f"vectors: {codegen.state} (numba CPU features: see fastmma.codegen)")
+    print(f"integer GEMMs: {_integer_forms()}")
     print("instructions: wgmma.mma_async (f16, bf16, tf32, e4m3/e5m2, s8/u8, b1), wgmma.mma_async.sp (f16, bf16, "
           "tf32, e4m3/e5m2, s8/u8), wgmma.fence/commit_group/"
           "wait_group, wmma.load/mma/store (f16, bf16, tf32, f64, s8/u8, s4/u4, b1), mma.sync (f16 with m8n8k4, bf16, "

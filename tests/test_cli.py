@@ -212,6 +212,21 @@ def test_info_answers_without_replaying_or_compiling(capsys, monkeypatch):
     assert "info --verify" in out
 
 
+def test_info_names_the_integer_form_this_cpu_takes(capsys, monkeypatch):
+    """The form of word_gemm's table that the CPU's features select, and the .satfinite one where
+    it differs."""
+    from fastmma.kernels import word_gemm
+
+    monkeypatch.setattr(word_gemm, "codegen_features", lambda: "+avx2,+avx512f,+avx512bw,+avx512vnni")
+    assert main(["info"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("integer GEMMs: "))
+    assert line == ("integer GEMMs: vnni (llvm.x86.avx512.vpdpbusd.512); "
+                    ".satfinite: pairs-512 (llvm.x86.avx512.pmaddw.d.512)")
+    monkeypatch.setattr(word_gemm, "codegen_features", lambda: "+sse2")
+    assert main(["info"]) == 0
+    assert "integer GEMMs: pairs-ir (portable vector code)\n" in capsys.readouterr().out
+
+
 def test_info_counts_a_kernel_once_it_is_in_the_cache():
     """After a small f16 GEMM the blocked float kernels' index files hold code for these sources."""
     import fastmma
