@@ -36,7 +36,6 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .int_dot import _value
 from .vector_ops import codegen_features
 
 _MB = 128  # rows per task
@@ -45,8 +44,9 @@ _KB = 256  # k per block of a task
 
 
 class DotForm(NamedTuple):
-    """One way to add products of words: ``per_word`` k-terms of ``element`` type a word,
-    ``lanes`` int32 sums a vector, a register block of ``rows`` x ``vectors`` vectors."""
+    """One way to add products of words: ``per_word`` k-terms a word, A's of ``element_a`` and
+    B's of ``element_b``, ``lanes`` int32 sums a vector, a register block of ``rows`` x
+    ``vectors`` vectors, the products added by ``instruction``."""
     name: str
     per_word: int
     element_a: type
@@ -54,7 +54,7 @@ class DotForm(NamedTuple):
     lanes: int
     rows: int
     vectors: int
-    instruction: str  # the LLVM intrinsic that adds a vector of products ("": portable IR)
+    instruction: str  # an LLVM intrinsic ("": portable vector code)
 
 
 def _splat(builder, word, lanes):
