@@ -19,9 +19,10 @@ associative, so without ``satfinite`` the chunk of k summed in float32 need not 
 instruction's group.  Shapes outside the float32 bound take a generic path that sums each
 group in float64 (exact up to 2^53).
 
-GEMMs of at least ``_WORDS_FROM`` products and ``_WORDS_ROWS`` rows go to :mod:`.word_gemm`, which sums in int32 lanes
-on the CPU's integer dot-product instructions; the float32 path below is for smaller ones,
-where its single parallel pass starts sooner than word_gemm's packing passes.
+GEMMs of at least ``_WORDS_FROM`` products and ``_WORDS_ROWS`` rows go to :mod:`.word_gemm`,
+which sums in int32 lanes on the CPU's integer dot-product instructions; the float32 path
+below is for smaller ones, where its single parallel pass starts sooner than word_gemm's
+packing passes.
 
 Blocking (int): the output is cut into tasks of ``_MB`` rows x ``_NB`` columns, spread over
 threads with ``prange``.  A task walks K in blocks of ``_KB``: it decodes the A block
@@ -124,21 +125,22 @@ def _dec_params(width, signed):
 
 
 @njit(cache=True, inline="always")
-def _dec(x, mask, half, full):
+def decoded(x, dp):
+    """The integer value of an operand byte ``x``, ``dp`` its type's :func:`_dec_params`."""
+    mask, half, full = dp
     v = np.int64(x) & mask
-    return np.float32(v - full if v >= half else v)
+    return v - full if v >= half else v
 
 
 @njit(cache=True, inline="always")
 def _pack(src, dst, r0, nr, c0, nc, dp):
     """dst[r, t] = value(src[r0 + r, c0 + t]) as float32, for ``nr`` rows of ``nc`` elements:
     a block of A's rows, or of B's k-rows."""
-    mask, half, full = dp
     for r in range(nr):
         row = src[r0 + r, c0:c0 + nc]
         out = dst[r]
         for t in range(nc):
-            out[t] = _dec(row[t], mask, half, full)
+            out[t] = np.float32(decoded(row[t], dp))
 
 
 # ---------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .int_gemm import _operand, decoded
 from .vector_ops import codegen_features
 
 _MB = 128  # rows per task
@@ -116,6 +117,12 @@ def _row_pointer(context, builder, array, row, col, element):
     return builder.bitcast(builder.gep(base, [at]), element.as_pointer())
 
 
+def _sadd_sat(builder, vec):
+    """``llvm.sadd.sat`` of ``vec``: the sum clamped to the element type's range."""
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 2),
+                                          f"llvm.sadd.sat.v{vec.count}i32")
+
+
 def _tile_pointers(context, builder, array, r, j, rows, form):
     """Pointers to the ``rows`` x ``form.vectors`` int32 vectors of ``arr[r:r + rows, j:...]``."""
     vec = ir.VectorType(ir.IntType(32), form.lanes)
@@ -155,13 +162,11 @@ def _make_dot_block(form: DotForm, settle: bool):
                     aw = _splat(builder, builder.load(at, align=4), lanes)
                     for slot, bv in zip(row, bvec):
                         builder.store(_dot(builder, builder.load(slot), aw, bv, form), slot)
-            clamp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 2),
-                                                   f"llvm.sadd.sat.v{lanes}i32")
             for row, pointers in zip(slots, tile):
                 for slot, p in zip(row, pointers):
                     total = builder.load(slot)
                     if settle:
-                        total = builder.call(clamp, [builder.load(p, align=4), total])
+                        total = builder.call(_sadd_sat(builder, vec), [builder.load(p, align=4), total])
                     builder.store(total, p, align=4)
             return context.get_dummy_value()
 
@@ -211,13 +216,6 @@ class Sums(NamedTuple):
     use_c: bool
 
 
-@njit(cache=True, inline="always")
-def _decoded(x, dp):
-    mask, half, full = dp
-    v = np.int64(x) & mask
-    return v - full if v >= half else v
-
-
 @njit(parallel=True, cache=True)
 def _pack(a, b, a_el, b_el, dpa, dpb, oa, ob):
     """A's elements as ``value + oa`` (rows past M: 0) and B's as ``value - ob`` in column
@@ -228,14 +226,14 @@ def _pack(a, b, a_el, b_el, dpa, dpb, oa, ob):
     for t in prange(count * rows):
         s, i = t // rows, t % rows
         for k in range(kk):
-            a_el[s, i, k] = _decoded(a[s, i, k], dpa) + oa if i < m else 0
+            a_el[s, i, k] = decoded(a[s, i, k], dpa) + oa if i < m else 0
     ntile, nword, width, per = b_el.shape[1], b_el.shape[2], b_el.shape[3], b_el.shape[4]
     for t in prange(count * ntile * nword):
         s, tj, q = t // (ntile * nword), (t // nword) % ntile, t % nword
         for jj in range(width):
             col = tj * width + jj
             for p in range(per):
-                b_el[s, tj, q, jj, p] = _decoded(b[s, q * per + p, col], dpb) - ob if col < n else 0
+                b_el[s, tj, q, jj, p] = decoded(b[s, q * per + p, col], dpb) - ob if col < n else 0
 
 
 @njit(parallel=True, cache=True)
@@ -313,8 +311,6 @@ def word_gemm(a, b, c, out, types_, group, satfinite, use_c, form=None):
     """``out = C + A @ B`` (int32) by instructions of ``group`` k each, on stacks (S, M, K) x
     (S, K, N); == :func:`.int_dot.int_dot_mma`.  ``types_`` is (a_width, a_signed, b_width,
     b_signed); ``form`` a :data:`FORMS` entry (default: :func:`host_form`'s)."""
-    from .int_gemm import _operand
-
     form = form or host_form(satfinite)
     a_width, a_signed, b_width, b_signed = types_
     count, m, kk = a.shape
