@@ -7,6 +7,18 @@ import pytest
 GOLDEN = Path(__file__).parent / "golden"
 
 
+class OfflineSection:
+    """A ``fastmma verify`` section's stand-in parts for a machine without a GPU: nothing is
+    missing, and the forms are the test module's ``FORMS`` (set on the subclass)."""
+    FORMS = ()
+
+    def missing(self):
+        return None
+
+    def forms(self, full):
+        return self.FORMS
+
+
 def seed(*key) -> int:
     """A random generator's seed from ``key`` (strings, numbers, tuples of them), the same in
     every process: Python's ``hash`` of a string changes from run to run, so a failure on

@@ -7,6 +7,7 @@ import json
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import OfflineSection
 
 from fastmma import cli, conform, verify, verify_device
 
@@ -18,18 +19,13 @@ FORMS = [verify.mma_form("m16n8k16", "f32", "f16", "f16", "f32"),
          verify.wmma_form("m16n16k16", "row", "col", "col", "row", "f32", "f32", "f16")]
 
 
-class FakeSection(verify.InstructionSection):
+class FakeSection(OfflineSection, verify.InstructionSection):
     """The instruction section's jobs, run by ``gpu(form, arrays)`` instead of a GPU."""
     name = "fake"
+    FORMS = FORMS
 
     def __init__(self, gpu):
         self.gpu = gpu
-
-    def missing(self):
-        return None
-
-    def forms(self, full):
-        return FORMS
 
     def device(self, sources, jobs, log):
         everything = FORMS + verify.InstructionSection().forms(True) + verify.InstructionSection().forms(False)

@@ -17,6 +17,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import OfflineSection
 
 triton = pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
@@ -45,18 +46,13 @@ def worker():
         yield interpreter
 
 
-class FakeSection(verify.TritonSection):
+class FakeSection(OfflineSection, verify.TritonSection):
     """The Triton section with ``gpu(jobs)`` for the GPU and the shared worker for fastmma."""
+    FORMS = FORMS
 
     def __init__(self, gpu, interpreter):
         super().__init__(interpreter)
         self.gpu = gpu
-
-    def missing(self):
-        return None
-
-    def forms(self, full):
-        return FORMS
 
     def device(self, sources, jobs, log):
         return self.gpu(jobs)
