@@ -91,16 +91,17 @@ def test_quads_refuse_satfinite():
 
 
 def test_int_gemm_takes_the_words_from_its_thresholds(monkeypatch):
-    """int_gemm hands GEMMs of at least ``_WORDS_FROM`` products and ``_WORDS_ROWS`` rows to
-    word_gemm, and the others to its float32 blocks."""
+    """int_gemm hands GEMMs of at least ``_WORDS_FROM`` products, ``_WORDS_ROWS`` rows and a K of
+    ``_WORDS_DEPTH`` to word_gemm, and the others to its float32 blocks."""
     calls = []
     monkeypatch.setattr(wg, "word_gemm", lambda *args, **kw: calls.append(args[0].shape))
-    for m, k, n in ((4, 512, 1024), (16, 512, 4096), (64, 512, 1024)):
+    for m, k, n in ((4, 512, 1024), (16, 512, 4096), (64, 32, 4096), (64, 512, 1024)):
         a, b = np.zeros((m, k), np.uint8), np.zeros((k, n), np.uint8)
         c = np.zeros((m, n), np.int32)
         int_gemm_module.int_gemm(a, b, c, np.empty_like(c), 8, True, 8, True, 32, False, True)
     assert 4 * 512 * 1024 < int_gemm_module._WORDS_FROM <= 16 * 512 * 4096
     assert 16 < int_gemm_module._WORDS_ROWS <= 64
+    assert 32 < int_gemm_module._WORDS_DEPTH <= 512
     assert calls == [(1, 64, 512)]
 
 

@@ -19,10 +19,10 @@ associative, so without ``satfinite`` the chunk of k summed in float32 need not 
 instruction's group.  Shapes outside the float32 bound take a generic path that sums each
 group in float64 (exact up to 2^53).
 
-GEMMs of at least ``_WORDS_FROM`` products and ``_WORDS_ROWS`` rows go to :mod:`.word_gemm`,
-which sums in int32 lanes on the CPU's integer dot-product instructions; the float32 path
-below is for smaller ones, where its single parallel pass starts sooner than word_gemm's
-packing passes.
+GEMMs of at least ``_WORDS_FROM`` products, ``_WORDS_ROWS`` rows and a K of ``_WORDS_DEPTH``
+go to :mod:`.word_gemm`, which sums in int32 lanes on the CPU's integer dot-product
+instructions; the float32 path below is for the others, where its single parallel pass
+starts sooner than word_gemm's packing passes.
 
 Blocking (int): the output is cut into tasks of ``_MB`` rows x ``_NB`` columns, spread over
 threads with ``prange``.  A task walks K in blocks of ``_KB``: it decodes the A block
@@ -76,6 +76,7 @@ _F32_EXACT = 1 << 24
 _PARTS = 256  # prange iterations at most (numba.get_num_threads() would defeat caching)
 _WORDS_FROM = 1 << 22  # products (M * N * K, over a stack) from which word_gemm is faster
 _WORDS_ROWS = 32  # and rows of A from which it is (it packs all of B, which a GEMV reads once)
+_WORDS_DEPTH = 64  # and K from which it is (its packing passes outweigh a short K's sums)
 
 
 # ---------------------------------------------------------------------------------------
@@ -341,7 +342,7 @@ def int_gemm(a, b, c, out, a_width, a_signed, b_width, b_signed, group, satfinit
     (dpa, max_a), (dpb, max_b) = _operand(a_width, bool(a_signed)), _operand(b_width, bool(b_signed))
     g = _chunk_size(kk, group, satfinite, max_a * max_b)
     a, b, c, out = _stacked(a, b, c, out)
-    if a.size * b.shape[-1] >= _WORDS_FROM and a.shape[1] >= _WORDS_ROWS and group % 4 == 0:
+    if a.size * b.shape[-1] >= _WORDS_FROM and a.shape[1] >= _WORDS_ROWS and kk >= _WORDS_DEPTH and group % 4 == 0:
         from .word_gemm import word_gemm
 
         word_gemm(a, b, c, out, (a_width, bool(a_signed), b_width, bool(b_signed)), group, satfinite, use_c)
